@@ -1,0 +1,32 @@
+# The two newcomer commands: `make demo` and `make test`. Everything installs into .venv.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# reinstall when the package metadata changes
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	rm -rf bats-run/demo
+	$(VENV)/bin/bats-master --bag examples/tasks.txt --state-dir bats-run/demo
+	@echo "results: $(VENV)/bin/bats-master results --state-dir bats-run/demo"
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) bats-run build *.egg-info

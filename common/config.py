@@ -1,0 +1,200 @@
+"""The clusters config file (TOML): a ``[master]`` table and one ``[clusters.NAME]`` table each.
+
+    [master]
+    listen = "tcp://0.0.0.0:5555"      # endpoint the master binds
+    advertise = "tcp://10.0.0.5:5555"  # address machines are told to connect to
+
+    [clusters.fast]
+    provisioner = "local"
+    max = 4
+    price = 0.10        # per ATU per machine
+    atu = "1h"          # bare number = seconds, or "90s", "60m", "1h"
+    slowdown = 1.0      # provisioner-specific keys, declared by the provisioner
+
+Every problem raises :class:`ConfigError` whose message names the file, the table and the key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from bats.common.durations import parse_duration
+
+
+class ConfigError(ValueError):
+    """An unusable config; the message reads ``FILE: [table] key: reason``."""
+
+
+# A provisioner declares its own keys as {key: (kind, default)}; kind is one of the names below.
+OptionSpec = dict[str, tuple[str, Any]]
+
+
+@dataclass(frozen=True)
+class MasterConfig:
+    listen: str | None = None
+    advertise: str | None = None
+    heartbeat_s: float = 2.0
+    liveness_s: float = 15.0
+    boot_timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str
+    provisioner: str
+    max: int
+    price: float = 0.0
+    atu_s: float = 3600.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Config:
+    master: MasterConfig
+    clusters: dict[str, ClusterConfig]
+    source: str = "<default>"
+
+    @property
+    def all_local(self) -> bool:
+        return all(c.provisioner == "local" for c in self.clusters.values())
+
+
+def default_config(workers: int | None = None) -> Config:
+    """No ``--config``: one local cluster with one worker per core, price 0."""
+    count = workers or os.cpu_count() or 1
+    local = ClusterConfig(name="local", provisioner="local", max=count, price=0.0, atu_s=3600.0,
+                          options={"slowdown": 1.0, "startup": 0.0})
+    return Config(master=MasterConfig(), clusters={"local": local})
+
+
+_MASTER_KEYS = {
+    "listen": ("endpoint", None),
+    "advertise": ("endpoint", None),
+    "heartbeat": ("duration", 2.0),
+    "liveness": ("duration", 15.0),
+    "boot_timeout": ("duration", 600.0),
+}
+_CLUSTER_KEYS = {
+    "provisioner": ("str", None),
+    "max": ("count", None),
+    "price": ("money", 0.0),
+    "atu": ("duration", 3600.0),
+}
+
+
+def _convert(kind: str, value: Any) -> Any:
+    """Check one value against its kind; raise ValueError with the reason."""
+    if kind == "str" or kind == "endpoint":
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"expected a non-empty string, got {value!r}")
+        if kind == "endpoint" and "://" not in value:
+            raise ValueError(f"expected a ZeroMQ endpoint such as \"tcp://0.0.0.0:5555\", got {value!r}")
+        return value
+    if kind == "duration":
+        return parse_duration(value)
+    if kind in ("count", "int"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {value!r}")
+        if value < (1 if kind == "count" else 0):
+            raise ValueError(f"must be at least {1 if kind == 'count' else 0}, got {value}")
+        return value
+    if kind in ("money", "float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"expected a number, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"must be a finite number >= 0, got {value!r}")
+        return float(value)
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {value!r}")
+        return value
+    if kind == "list":
+        if not isinstance(value, list):
+            raise ValueError(f"expected a list, got {value!r}")
+        return value
+    if kind == "any":
+        return value
+    raise AssertionError(f"unknown option kind {kind}")
+
+
+def _read_table(source: str, table: str, raw: dict[str, Any], spec: OptionSpec) -> dict[str, Any]:
+    values = {}
+    for key, value in raw.items():
+        if key not in spec:
+            known = ", ".join(sorted(spec))
+            raise ConfigError(f"{source}: [{table}] {key}: unknown key (known keys: {known})")
+        try:
+            values[key] = _convert(spec[key][0], value)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: [{table}] {key}: {exc}") from None
+    return values
+
+
+def load_config(
+    path: str | os.PathLike[str],
+    provisioner_options: Callable[[str], OptionSpec],
+) -> Config:
+    """Read a config file. ``provisioner_options(name)`` returns the keys a provisioner accepts
+    and raises ``KeyError`` for a provisioner that is not installed."""
+    source = str(path)
+    try:
+        with open(path, "rb") as handle:
+            doc = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:  # its message already carries "(at line L, column C)"
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not valid UTF-8") from None
+    for key in doc:
+        if key not in ("master", "clusters"):
+            raise ConfigError(f"{source}: {key}: unknown top-level table (expected [master] and [clusters.NAME])")
+    master_raw = doc.get("master", {})
+    if not isinstance(master_raw, dict):
+        raise ConfigError(f"{source}: master: must be a table")
+    values = _read_table(source, "master", master_raw, _MASTER_KEYS)
+    master = MasterConfig(
+        listen=values.get("listen"),
+        advertise=values.get("advertise"),
+        heartbeat_s=values.get("heartbeat", 2.0),
+        liveness_s=values.get("liveness", 15.0),
+        boot_timeout_s=values.get("boot_timeout", 600.0),
+    )
+    if master.liveness_s <= master.heartbeat_s:
+        raise ConfigError(f"{source}: [master] liveness: must be longer than heartbeat ({master.heartbeat_s:g}s)")
+    clusters_raw = doc.get("clusters")
+    if not isinstance(clusters_raw, dict) or not clusters_raw:
+        raise ConfigError(f"{source}: clusters: no [clusters.NAME] table; define at least one cluster")
+    clusters = {}
+    for name, raw in clusters_raw.items():
+        table = f"clusters.{name}"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{source}: [{table}]: must be a table")
+        provisioner = raw.get("provisioner")
+        if not isinstance(provisioner, str) or not provisioner:
+            raise ConfigError(f"{source}: [{table}] provisioner: required (for example \"local\")")
+        try:
+            extra = provisioner_options(provisioner)
+        except KeyError as exc:
+            raise ConfigError(f"{source}: [{table}] provisioner: {exc.args[0] if exc.args else provisioner}") from None
+        spec = {**_CLUSTER_KEYS, **extra}
+        values = _read_table(source, table, raw, spec)
+        if "max" not in values:
+            raise ConfigError(f"{source}: [{table}] max: required (the most machines of this cluster)")
+        options = {key: default for key, (_kind, default) in extra.items()}
+        options.update({k: v for k, v in values.items() if k in extra})
+        if values.get("atu", 3600.0) <= 0:
+            raise ConfigError(f"{source}: [{table}] atu: must be longer than 0 seconds")
+        clusters[name] = ClusterConfig(
+            name=name,
+            provisioner=provisioner,
+            max=values["max"],
+            price=values.get("price", 0.0),
+            atu_s=values.get("atu", 3600.0),
+            options=options,
+        )
+    return Config(master=master, clusters=clusters, source=source)

@@ -1,0 +1,123 @@
+"""The wire protocol between master and workers (see DESIGN.md, "Protocol").
+
+Transport: the master binds a ZeroMQ ROUTER, every worker connects a DEALER. Each message is one
+ZeroMQ frame holding a msgpack map with ``v`` (protocol version) and ``type``. The worker side
+sends one frame per message; the ROUTER sees ``[peer identity, frame]``.
+
+Worker -> master
+  hello      machine, token, cluster, host, cpus, version     first message on every connection
+  ask        n                                                 wants ``n`` more tasks (1 or 2)
+  result     task, attempt, exit_code, runtime_s, timed_out, stdout, stderr, ask
+                                                               ``ask`` asks for the next task too,
+                                                               saving a round trip per task
+  heartbeat  -                                                 sent when nothing else was sent lately
+  bye        reason                                            the worker is leaving
+Master -> worker
+  welcome    machine, heartbeat_s, liveness_s                  answer to hello
+  task       task, attempt, command, timeout_s
+  wait       -                                                 nothing to hand out right now
+  heartbeat  -
+  unknown    -                                                 "say hello first" (e.g. master restarted)
+  stop       reason                                            finish and exit
+
+Every decoded frame goes through :func:`decode`, which checks size, version, type and the type of
+each field and raises :class:`ProtocolError` with a one-line reason; callers log and drop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+VERSION = 1
+MAX_FRAME_BYTES = 1 << 20  # 1 MiB: two 64 KiB output tails plus a command fit comfortably
+OUTPUT_TAIL_BYTES = 64 * 1024
+MAX_COMMAND_BYTES = 64 * 1024
+
+
+class ProtocolError(ValueError):
+    """A frame that is not a valid message of this protocol."""
+
+
+_STR = (str,)
+_INT = (int,)
+_NUM = (int, float)
+_BOOL = (bool,)
+_BLOB = (bytes, str)
+_OPT_INT = (int, type(None))
+_OPT_NUM = (int, float, type(None))
+
+# type -> {field: accepted python types}; every listed field is required.
+SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
+    # worker -> master
+    "hello": {"machine": _STR, "token": _STR, "cluster": _STR, "host": _STR, "cpus": _INT, "version": _STR},
+    "ask": {"n": _INT},
+    "result": {
+        "task": _INT,
+        "attempt": _INT,
+        "exit_code": _INT,
+        "runtime_s": _NUM,
+        "timed_out": _BOOL,
+        "stdout": _BLOB,
+        "stderr": _BLOB,
+        "ask": _BOOL,
+    },
+    "heartbeat": {},
+    "bye": {"reason": _STR},
+    # master -> worker
+    "welcome": {"machine": _STR, "heartbeat_s": _NUM, "liveness_s": _NUM},
+    "task": {"task": _INT, "attempt": _INT, "command": _STR, "timeout_s": _OPT_NUM},
+    "wait": {},
+    "unknown": {},
+    "stop": {"reason": _STR},
+}
+WORKER_TYPES = frozenset({"hello", "ask", "result", "heartbeat", "bye"})
+MASTER_TYPES = frozenset({"welcome", "task", "wait", "heartbeat", "unknown", "stop"})
+
+_packer = msgpack.Packer(use_bin_type=True)
+
+
+def encode(msg_type: str, **fields: Any) -> bytes:
+    """Pack one message. Field names and types are checked by the receiver, not here."""
+    fields["v"] = VERSION
+    fields["type"] = msg_type
+    return _packer.pack(fields)
+
+
+def decode(frame: bytes, allowed: frozenset[str]) -> dict[str, Any]:
+    """Unpack and validate one frame; raise :class:`ProtocolError` naming what is wrong."""
+    if len(frame) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+    try:
+        msg = msgpack.unpackb(
+            frame,
+            raw=False,
+            strict_map_key=True,
+            use_list=True,
+        )
+    except Exception as exc:  # msgpack raises several unrelated exception types
+        raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError(f"expected a map, got {type(msg).__name__}")
+    version = msg.get("v")
+    if version != VERSION:
+        raise ProtocolError(f"protocol version {version!r} is not {VERSION}")
+    msg_type = msg.get("type")
+    if not isinstance(msg_type, str) or msg_type not in allowed:
+        raise ProtocolError(f"unknown message type {msg_type!r}")
+    for field, types in SCHEMAS[msg_type].items():
+        if field not in msg:
+            raise ProtocolError(f"{msg_type}: missing field {field!r}")
+        value = msg[field]
+        # bool is an int subclass; keep the two apart so True never becomes a task id
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise ProtocolError(f"{msg_type}: field {field!r} has type {type(value).__name__}")
+    return msg
+
+
+def text_of(blob: bytes | str) -> str:
+    """Output tails travel as bytes; show them as text without ever failing."""
+    if isinstance(blob, str):
+        return blob
+    return blob.decode("utf-8", errors="replace")

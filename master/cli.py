@@ -1,0 +1,247 @@
+"""``bats-master``: the command line. The only place that prints.
+
+    bats-master --bag FILE [--config FILE] [--state-dir DIR] [--retries N] [--task-timeout DUR] …
+    bats-master --resume [--state-dir DIR]
+    bats-master results [--state-dir DIR] [--failed] [--format jsonl|csv]
+
+Exit codes: 0 every task succeeded; 1 some task failed or did not run; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import secrets
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from bats.common import __version__
+from bats.common.config import Config, ConfigError, default_config, load_config
+from bats.common.durations import parse_duration
+from bats.master.bag import BagError, load_bag
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULT_STATE_DIR = "bats-run"
+
+
+class UsageError(Exception):
+    """Bad input: printed as one line, exit 2."""
+
+
+def _duration_arg(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="bats-master",
+        description="Run a bag of shell tasks (one per line) on local or rented machines.",
+        epilog="Other commands: 'bats-master results --help'.",
+    )
+    p.add_argument("--bag", metavar="FILE", help="the bag: one shell command per line")
+    p.add_argument("--config", metavar="FILE", help="clusters config (TOML); default: local workers, one per core")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR,
+                   help=f"where the journal, outputs and report live (default ./{DEFAULT_STATE_DIR})")
+    p.add_argument("--resume", action="store_true", help="continue the run in --state-dir without re-running finished tasks")
+    p.add_argument("--retries", type=int, metavar="N", help="re-run a failed task up to N times on another machine (default 0)")
+    p.add_argument("--task-timeout", type=_duration_arg, metavar="DURATION",
+                   help="kill a task after this long and count it failed (e.g. 90s, 10m)")
+    p.add_argument("--report", metavar="FILE", help="where to write report.json (default STATE_DIR/report.json)")
+    p.add_argument("--workers", type=int, metavar="N", help="with no --config: local workers to start (default: one per core)")
+    p.add_argument("--seed", type=int, help="seed for the random task order (default: random, recorded in the journal)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument("--version", action="version", version=f"bats {__version__}")
+    return p
+
+
+def _results_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bats-master results", description="Export task results from a run's journal.")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    p.add_argument("--failed", action="store_true", help="only tasks that failed")
+    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    return p
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="bats-master: %(levelname)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("bats.progress").setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+def _load_config(path: str | None, workers: int | None) -> Config:
+    if path is None:
+        if workers is not None and workers < 1:
+            raise UsageError("--workers: must be at least 1")
+        return default_config(workers)
+    if workers is not None:
+        raise UsageError("--workers applies only without --config (set max in the config instead)")
+    from bats import provisioners
+
+    return load_config(path, provisioners.options_of)
+
+
+def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
+    """Run settings: stored ones on --resume, overridden by flags given now."""
+    settings = dict(stored or {"retries": 0, "task_timeout_s": None, "seed": secrets.randbits(32),
+                               "workers": None})
+    if args.retries is not None:
+        if args.retries < 0:
+            raise UsageError("--retries: must be 0 or more")
+        settings["retries"] = args.retries
+    if args.task_timeout is not None:
+        settings["task_timeout_s"] = args.task_timeout or None
+    if args.seed is not None:
+        settings["seed"] = args.seed
+    if args.workers is not None:
+        settings["workers"] = args.workers
+    return settings
+
+
+def _prepare(args: argparse.Namespace):
+    """Open or create the run: returns (journal, bag, config, settings)."""
+    from bats.master.journal import Journal
+
+    state_dir = Path(args.state_dir)
+    bag_copy = state_dir / "bag.txt"
+    config_copy = state_dir / "config.toml"
+    if args.resume:
+        journal = Journal.open(state_dir)
+        settings = _settings(args, journal.meta.get("settings"))
+        bag = load_bag(bag_copy)
+        if args.bag is not None and load_bag(args.bag).sha256 != bag.sha256:
+            journal.close()
+            raise UsageError(f"{args.bag}: differs from the bag of the run in {state_dir}; "
+                             "resume without --bag, or start a new run with another --state-dir")
+        if args.config is not None:
+            journal.close()
+            raise UsageError("--config cannot change on --resume; the run keeps the config it started with")
+        config = _load_config(str(config_copy) if config_copy.exists() else None,
+                              None if config_copy.exists() else settings.get("workers"))
+        return journal, bag, config, settings
+    if args.bag is None:
+        raise UsageError("--bag FILE is required (or --resume to continue a run)")
+    bag = load_bag(args.bag)
+    settings = _settings(args)
+    config = _load_config(args.config, args.workers)
+    if (state_dir / "journal.sqlite").exists():
+        raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
+                         "or choose another --state-dir")
+    meta = {"bag_path": os.path.abspath(args.bag), "bag_sha256": bag.sha256, "tasks": len(bag),
+            "config_path": os.path.abspath(args.config) if args.config else None,
+            "settings": settings, "started_at": time.time(), "version": __version__}
+    journal = Journal.create(state_dir, secrets.token_hex(8), meta)
+    bag_copy.write_bytes(b"\n".join(bag.lines) + b"\n")
+    if args.config:
+        shutil.copyfile(args.config, config_copy)
+    return journal, bag, config, settings
+
+
+def _endpoints(config: Config) -> tuple[str, str | None]:
+    listen = config.master.listen
+    if listen is None:
+        listen = "tcp://127.0.0.1:*" if config.all_local else "tcp://0.0.0.0:*"
+    return listen, config.master.advertise
+
+
+def run(args: argparse.Namespace) -> int:
+    from bats import provisioners
+    from bats.master.core import Core
+    from bats.master.progress import ProgressView
+    from bats.master.report import build_report, summary, write_report
+    from bats.master.server import Server, bind_router
+    from bats.provisioners.base import Bootstrap
+
+    journal, bag, config, settings = _prepare(args)
+    with journal:
+        finished = journal.finished_tasks()
+        listen, advertise = _endpoints(config)
+        try:
+            _context, sock, bound = bind_router(listen)
+        except Exception as exc:
+            raise UsageError(f"{config.source}: [master] listen: cannot bind {listen}: {exc}") from None
+        if advertise is None:
+            advertise = bound.replace("0.0.0.0", _host_address())
+        bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id,
+                              heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"))
+        plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
+        core = Core(bag.task_ids, config.clusters, random.Random(settings["seed"]), retries=settings["retries"],
+                    boot_timeout_s=config.master.boot_timeout_s, finished=finished)
+        session = journal.add_session(time.time())
+        if finished:
+            logging.getLogger(__name__).warning(
+                "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
+                len(finished), len(bag))
+        view = None if args.quiet else ProgressView(len(bag), core.done + core.failed)
+        server = Server(core, bag, config, journal, plugins, sock, session,
+                        task_timeout_s=settings["task_timeout_s"], on_tick=view.update if view else None)
+        try:
+            finish = server.run()
+        finally:
+            if view is not None:
+                view.close()
+            sock.close(linger=0)
+        report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
+        report_path = args.report or str(Path(args.state_dir) / "report.json")
+        write_report(report, report_path)
+    print(summary(report, report_path))
+    return EXIT_OK if finish.status == "done" else EXIT_INCOMPLETE
+
+
+def _host_address() -> str:
+    import socket
+
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def results(argv: Sequence[str]) -> int:
+    from bats.master.results import export_results
+
+    args = _results_parser().parse_args(argv)
+    if args.output:
+        with open(args.output, "w", newline="") as out:
+            count = export_results(args.state_dir, out, failed_only=args.failed, fmt=args.format)
+        print(f"{count} result(s) written to {args.output}", file=sys.stderr)
+    else:
+        export_results(args.state_dir, sys.stdout, failed_only=args.failed, fmt=args.format)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bats.master.journal import JournalError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "results":
+            _setup_logging(0, True)
+            return results(argv[1:])
+        args = _run_parser().parse_args(argv)
+        _setup_logging(args.verbose, args.quiet)
+        return run(args)
+    except (UsageError, BagError, ConfigError) as exc:
+        print(f"bats-master: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except JournalError as exc:
+        print(f"bats-master: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("bats-master: interrupted", file=sys.stderr)
+        return EXIT_INCOMPLETE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+

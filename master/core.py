@@ -1,0 +1,504 @@
+"""The scheduling core: events in, actions out, no I/O.
+
+How this works. The master's drivers (the ZeroMQ server, later the simulator) turn everything
+that happens into a frozen event carrying ``now`` (seconds, from the driver's clock) and feed it to
+:meth:`Core.handle`, which updates the bookkeeping and answers with a list of actions for the
+driver to carry out. Randomness comes in as a seeded ``random.Random``. Nothing here opens a
+socket, reads a clock or starts a process, so the same decisions run in real and virtual time.
+
+What it keeps (seed 000 "BaTS", §3.1 "Monitoring the plan's execution"): for every machine that
+took part in the run its cluster, the number of tasks it executed (nt), the time it spent executing
+them (rt), and its uptime from acquisition to release; the cost of a machine is the number of
+accountable time units (ATUs) begun in that uptime times its cluster's price. The budget-driven
+policy of §3 builds on these counters; this module's policy is plain self-scheduling: acquire
+every configured machine (never more than there are tasks), replace machines that are lost, and
+release everything when the bag is done.
+
+Task hand-out: tasks are handed out randomly chosen, first-come first-served, to workers that
+ask. The bag of pending task ids is an array; a dispatch swaps a random element with the last one
+and pops it, O(1). A worker holds at most ``MAX_HELD`` tasks (one running, one prefetched). A
+machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
+timeout) is retried up to ``retries`` times, preferably on another machine.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+from array import array
+from dataclasses import dataclass, field
+from typing import Iterable, Union
+
+from bats.common.config import ClusterConfig
+
+MAX_HELD = 2  # tasks a worker may hold: the running one plus one prefetched
+
+
+# ---------------------------------------------------------------- events (past tense)
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class MachineAcquired:
+    """The provisioner accepted a request for this machine; billing starts now."""
+
+    now: float
+    machine: str
+    cluster: str
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireFailed:
+    now: float
+    cluster: str
+    n: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class MachineUp:
+    """The machine's worker said hello (again, after a reconnect)."""
+
+    now: float
+    machine: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerAsked:
+    now: float
+    machine: str
+    n: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFinished:
+    now: float
+    machine: str
+    task: int
+    attempt: int
+    exit_code: int
+    runtime_s: float
+    timed_out: bool = False
+    ask: bool = True
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class MachineLost:
+    now: float
+    machine: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequested:
+    now: float
+    reason: str
+
+
+Event = Union[RunStarted, MachineAcquired, AcquireFailed, MachineUp, WorkerAsked, TaskFinished,
+              MachineLost, Tick, StopRequested]
+
+
+# ---------------------------------------------------------------- actions (imperative)
+@dataclass(frozen=True, slots=True)
+class Acquire:
+    cluster: str
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    machine: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    machine: str
+    task: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """A task's final outcome, to be journaled once."""
+
+    task: int
+    status: str  # "done" or "failed"
+    machine: str
+    attempts: int
+    exit_code: int
+    runtime_s: float
+    timed_out: bool
+    stdout: bytes
+    stderr: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoreResult:
+    """A result the core did not expect (stale, duplicate, from a lost machine): dropped."""
+
+    machine: str
+    task: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    status: str  # "done", "failed" (some task failed) or "incomplete"
+    reason: str
+
+
+Action = Union[Acquire, Release, Dispatch, RecordResult, IgnoreResult, Finish]
+
+
+# ---------------------------------------------------------------- bookkeeping
+class MachineState(enum.Enum):
+    BOOTING = "booting"
+    UP = "up"
+    GONE = "gone"
+
+
+@dataclass
+class Machine:
+    id: str
+    cluster: str
+    acquired_at: float
+    up_at: float | None = None
+    released_at: float | None = None
+    state: MachineState = MachineState.BOOTING
+    nt: int = 0  # tasks executed
+    rt: float = 0.0  # seconds spent executing tasks
+    wanted: int = 0  # tasks asked for and not yet handed out
+    held: list[tuple[int, int]] = field(default_factory=list)  # (task, attempt) in flight
+    release_reason: str = ""
+
+    def uptime(self, now: float) -> float:
+        end = self.released_at if self.released_at is not None else now
+        return max(0.0, end - self.acquired_at)
+
+
+def atus_begun(uptime_s: float, atu_s: float) -> int:
+    """ATUs paid for ``uptime_s`` of a machine: every begun ATU counts, the first one at once."""
+    return max(1, math.ceil(uptime_s / atu_s - 1e-9))
+
+
+# task status codes, one byte per task id
+_PENDING, _RUNNING, _DONE, _FAILED = 0, 1, 2, 3
+_GIVE_UP_AFTER = 3  # consecutive machines of a cluster lost before doing any task
+
+
+class Core:
+    """The I/O-free state machine; see the module docstring."""
+
+    def __init__(
+        self,
+        task_ids: Iterable[int],
+        clusters: dict[str, ClusterConfig],
+        rng: random.Random,
+        *,
+        retries: int = 0,
+        boot_timeout_s: float = 600.0,
+        finished: dict[int, str] | None = None,
+    ) -> None:
+        self.clusters = clusters
+        self.rng = rng
+        self.retries = retries
+        self.boot_timeout_s = boot_timeout_s
+        ids = array("l", task_ids)
+        self.total = len(ids)
+        top = max(ids) if ids else 0
+        self._status = bytearray(top + 1)
+        self._attempts = array("l", [0]) * (top + 1)
+        self._failures: dict[int, int] = {}
+        self.done = 0
+        self.failed = 0
+        finished = finished or {}
+        pending = array("l")
+        for task in ids:
+            outcome = finished.get(task)
+            if outcome == "done":
+                self._status[task] = _DONE
+                self.done += 1
+            elif outcome == "failed":
+                self._status[task] = _FAILED
+                self.failed += 1
+            else:
+                pending.append(task)
+        self._pending = pending
+        self._retry: list[tuple[int, str]] = []  # (task, machine it failed on)
+        self.machines: dict[str, Machine] = {}
+        self._hungry: dict[str, None] = {}  # machines waiting for work, in asking order
+        self._lost_in_a_row: dict[str, int] = {name: 0 for name in clusters}
+        self._requested: dict[str, int] = {name: 0 for name in clusters}  # Acquire sent, not yet answered
+        self.started_at: float | None = None
+        self.last_finish_at: float | None = None
+        self.finished: Finish | None = None
+
+    # ------------------------------------------------------------ queries
+    @property
+    def remaining(self) -> int:
+        """Tasks without a final outcome (pending, retrying or in flight)."""
+        return self.total - self.done - self.failed
+
+    @property
+    def in_flight(self) -> int:
+        return sum(len(m.held) for m in self.machines.values())
+
+    def live_machines(self, cluster: str | None = None) -> list[Machine]:
+        return [m for m in self.machines.values()
+                if m.state is not MachineState.GONE and (cluster is None or m.cluster == cluster)]
+
+    def machine_cost(self, machine: Machine, now: float) -> tuple[int, float]:
+        cluster = self.clusters[machine.cluster]
+        atus = atus_begun(machine.uptime(now), cluster.atu_s)
+        return atus, atus * cluster.price
+
+    def report(self, now: float) -> dict:
+        """The run's figures as plain data (the driver adds paths and earlier sessions)."""
+        machines = []
+        total_cost = 0.0
+        for m in self.machines.values():
+            atus, cost = self.machine_cost(m, now)
+            total_cost += cost
+            machines.append({
+                "id": m.id, "cluster": m.cluster, "nt": m.nt, "rt_s": round(m.rt, 6),
+                "uptime_s": round(m.uptime(now), 6), "atus": atus, "cost": cost,
+                "state": m.state.value, "release_reason": m.release_reason,
+            })
+        end = self.last_finish_at if self.remaining == 0 and self.last_finish_at is not None else now
+        return {
+            "tasks": {"total": self.total, "done": self.done, "failed": self.failed,
+                      "not_run": self.remaining},
+            "makespan_s": max(0.0, end - (self.started_at if self.started_at is not None else now)),
+            "cost": {"total": total_cost},
+            "machines": machines,
+        }
+
+    # ------------------------------------------------------------ the state machine
+    def handle(self, event: Event) -> list[Action]:
+        """Feed one event; return the actions the driver must carry out, in order."""
+        if self.finished is not None:
+            if isinstance(event, TaskFinished):
+                return [IgnoreResult(event.machine, event.task, "run already finished")]
+            return []
+        handler = _HANDLERS[type(event)]
+        return handler(self, event)
+
+    def _on_run_started(self, ev: RunStarted) -> list[Action]:
+        self.started_at = ev.now
+        if self.remaining == 0:
+            return self._finish_if_complete(ev.now)
+        actions: list[Action] = []
+        for name, cluster in self.clusters.items():
+            n = min(cluster.max, self.remaining)
+            if n > 0:
+                self._requested[name] += n
+                actions.append(Acquire(name, n))
+        return actions
+
+    def _on_machine_acquired(self, ev: MachineAcquired) -> list[Action]:
+        self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - 1)
+        self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now)
+        return []
+
+    def _on_acquire_failed(self, ev: AcquireFailed) -> list[Action]:
+        self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - ev.n)
+        return self._finish_if_stranded(ev.now)
+
+    def _on_machine_up(self, ev: MachineUp) -> list[Action]:
+        machine = self.machines.get(ev.machine)
+        if machine is None or machine.state is MachineState.GONE:
+            return []
+        if machine.state is MachineState.BOOTING:
+            machine.state = MachineState.UP
+            machine.up_at = ev.now
+            return []
+        # A known worker said hello again (it reconnected): it may have lost the frames in flight,
+        # so its tasks go back into the bag; a late result for one of them is ignored.
+        return self._requeue_held(machine)
+
+    def _on_worker_asked(self, ev: WorkerAsked) -> list[Action]:
+        machine = self.machines.get(ev.machine)
+        if machine is None or machine.state is not MachineState.UP:
+            return []
+        machine.wanted = min(MAX_HELD - len(machine.held), machine.wanted + max(0, ev.n))
+        return self._feed(machine)
+
+    def _on_task_finished(self, ev: TaskFinished) -> list[Action]:
+        machine = self.machines.get(ev.machine)
+        if machine is None or machine.state is not MachineState.UP:
+            return [IgnoreResult(ev.machine, ev.task, "machine is not part of the run")]
+        try:
+            machine.held.remove((ev.task, ev.attempt))
+        except ValueError:
+            return [IgnoreResult(ev.machine, ev.task, f"attempt {ev.attempt} is not running there")]
+        machine.nt += 1
+        machine.rt += max(0.0, ev.runtime_s)
+        actions: list[Action] = []
+        task = ev.task
+        attempts = self._attempts[task]
+        if ev.exit_code == 0 and not ev.timed_out:
+            self._status[task] = _DONE
+            self.done += 1
+            self.last_finish_at = ev.now
+            actions.append(RecordResult(task, "done", ev.machine, attempts, ev.exit_code, ev.runtime_s,
+                                        False, ev.stdout, ev.stderr))
+        else:
+            failures = self._failures.get(task, 0) + 1
+            self._failures[task] = failures
+            if failures <= self.retries:
+                self._status[task] = _PENDING
+                self._retry.append((task, ev.machine))
+                actions.extend(self._feed_hungry())
+            else:
+                self._status[task] = _FAILED
+                self.failed += 1
+                self.last_finish_at = ev.now
+                actions.append(RecordResult(task, "failed", ev.machine, attempts, ev.exit_code,
+                                            ev.runtime_s, ev.timed_out, ev.stdout, ev.stderr))
+        self._lost_in_a_row[machine.cluster] = 0
+        if self.remaining == 0:
+            actions.extend(self._finish_if_complete(ev.now))
+            return actions
+        if ev.ask:
+            machine.wanted = min(MAX_HELD - len(machine.held), machine.wanted + 1)
+        actions.extend(self._feed(machine))
+        return actions
+
+    def _on_machine_lost(self, ev: MachineLost) -> list[Action]:
+        machine = self.machines.get(ev.machine)
+        if machine is None or machine.state is MachineState.GONE:
+            return []
+        actions = self._requeue_held(machine)
+        self._retire(machine, ev.now, ev.reason)
+        if machine.nt == 0:
+            self._lost_in_a_row[machine.cluster] += 1
+        # self-scheduling keeps every configured machine busy: replace the lost one while the
+        # cluster still looks healthy (not several machines in a row lost without doing a task)
+        cluster = self.clusters[machine.cluster]
+        wanted = min(cluster.max, self.remaining)
+        have = len(self.live_machines(machine.cluster)) + self._requested[machine.cluster]
+        if self.remaining > 0 and have < wanted and self._lost_in_a_row[machine.cluster] < _GIVE_UP_AFTER:
+            self._requested[machine.cluster] += 1
+            actions.append(Acquire(machine.cluster, 1))
+        actions.extend(self._finish_if_stranded(ev.now))
+        return actions
+
+    def _on_tick(self, ev: Tick) -> list[Action]:
+        actions: list[Action] = []
+        for machine in list(self.machines.values()):
+            if machine.state is MachineState.BOOTING and ev.now - machine.acquired_at > self.boot_timeout_s:
+                actions.append(Release(machine.id, "boot timeout"))
+                actions.extend(self._on_machine_lost(MachineLost(ev.now, machine.id, "boot timeout")))
+        return actions
+
+    def _on_stop_requested(self, ev: StopRequested) -> list[Action]:
+        actions: list[Action] = []
+        for machine in self.live_machines():
+            actions.append(Release(machine.id, ev.reason))
+            self._requeue_held(machine)
+            self._retire(machine, ev.now, ev.reason)
+        self.finished = Finish("incomplete", ev.reason)
+        actions.append(self.finished)
+        return actions
+
+    # ------------------------------------------------------------ helpers
+    def _retire(self, machine: Machine, now: float, reason: str) -> None:
+        machine.state = MachineState.GONE
+        machine.released_at = now
+        machine.release_reason = reason
+        machine.wanted = 0
+        self._hungry.pop(machine.id, None)
+
+    def _requeue_held(self, machine: Machine) -> list[Action]:
+        for task, _attempt in machine.held:
+            self._status[task] = _PENDING
+            self._pending.append(task)
+        had_tasks = bool(machine.held)
+        machine.held.clear()
+        machine.wanted = 0
+        return self._feed_hungry() if had_tasks else []
+
+    def _next_task(self, machine: Machine) -> int | None:
+        if self._retry:
+            alone = len(self.live_machines()) <= 1
+            for index, (task, failed_on) in enumerate(self._retry):
+                if failed_on != machine.id or alone:
+                    self._retry.pop(index)
+                    return task
+        pending = self._pending
+        if not pending:
+            return None
+        index = self.rng.randrange(len(pending))
+        task = pending[index]
+        pending[index] = pending[-1]
+        pending.pop()
+        return task
+
+    def _feed(self, machine: Machine) -> list[Action]:
+        actions: list[Action] = []
+        while machine.wanted > 0:
+            task = self._next_task(machine)
+            if task is None:
+                self._hungry[machine.id] = None
+                return actions
+            machine.wanted -= 1
+            self._status[task] = _RUNNING
+            attempt = self._attempts[task] + 1
+            self._attempts[task] = attempt
+            machine.held.append((task, attempt))
+            actions.append(Dispatch(machine.id, task, attempt))
+        self._hungry.pop(machine.id, None)
+        return actions
+
+    def _feed_hungry(self) -> list[Action]:
+        actions: list[Action] = []
+        for machine_id in list(self._hungry):
+            if not self._pending and not self._retry:
+                break
+            actions.extend(self._feed(self.machines[machine_id]))
+        return actions
+
+    def _finish_if_complete(self, now: float) -> list[Action]:
+        if self.remaining > 0:
+            return []
+        actions: list[Action] = []
+        for machine in self.live_machines():
+            actions.append(Release(machine.id, "bag done"))
+            self._retire(machine, now, "bag done")
+        status = "done" if self.failed == 0 else "failed"
+        reason = "every task succeeded" if status == "done" else f"{self.failed} task(s) failed"
+        self.finished = Finish(status, reason)
+        actions.append(self.finished)
+        return actions
+
+    def _finish_if_stranded(self, now: float) -> list[Action]:
+        """No machine left or coming, tasks left: the run cannot go on."""
+        if self.remaining == 0 or self.live_machines() or any(self._requested.values()):
+            return []
+        self.finished = Finish("incomplete", "no machines left to run the remaining tasks")
+        return [self.finished]
+
+
+_HANDLERS = {
+    RunStarted: Core._on_run_started,
+    MachineAcquired: Core._on_machine_acquired,
+    AcquireFailed: Core._on_acquire_failed,
+    MachineUp: Core._on_machine_up,
+    WorkerAsked: Core._on_worker_asked,
+    TaskFinished: Core._on_task_finished,
+    MachineLost: Core._on_machine_lost,
+    Tick: Core._on_tick,
+    StopRequested: Core._on_stop_requested,
+}

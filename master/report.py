@@ -1,0 +1,81 @@
+"""The run's report: ``report.json`` for programs and a short summary for people.
+
+The core knows the current session's machines; machines of earlier sessions (before a
+``--resume``) come from the journal, so the money already spent is counted once and in full.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from bats.common.config import Config
+from bats.common.durations import format_duration
+from bats.master.core import Core, Finish
+from bats.master.journal import Journal
+
+
+def build_report(core: Core, finish: Finish, journal: Journal, config: Config, session: int,
+                 now: float, state_dir: str) -> dict[str, Any]:
+    figures = core.report(now)
+    earlier = [row for row in journal.machines() if row["session"] < session]
+    machines = [
+        {"id": row["machine_id"], "cluster": row["cluster"], "session": row["session"], "nt": row["nt"],
+         "rt_s": row["rt_s"], "uptime_s": row["uptime_s"], "atus": row["atus"], "cost": row["cost"],
+         "state": "gone", "release_reason": "master stopped" if row["released_at"] is None else row["state"]}
+        for row in earlier
+    ]
+    machines += [{**m, "session": session} for m in figures["machines"]]
+    by_cluster: dict[str, float] = {name: 0.0 for name in config.clusters}
+    for m in machines:
+        by_cluster[m["cluster"]] = by_cluster.get(m["cluster"], 0.0) + m["cost"]
+    started_at = journal.meta.get("started_at", core.started_at or now)
+    end = now if core.remaining else (core.last_finish_at or now)
+    return {
+        "run_id": journal.run_id,
+        "status": finish.status,
+        "reason": finish.reason,
+        "state_dir": state_dir,
+        "bag": {"path": journal.meta.get("bag_path"), "sha256": journal.meta.get("bag_sha256")},
+        "sessions": session,
+        "tasks": figures["tasks"],
+        "started_at": started_at,
+        "finished_at": now,
+        "makespan_s": max(0.0, end - started_at),
+        "cost": {"total": sum(m["cost"] for m in machines), "by_cluster": by_cluster},
+        "clusters": {
+            name: {"provisioner": cl.provisioner, "max": cl.max, "price": cl.price, "atu_s": cl.atu_s}
+            for name, cl in config.clusters.items()
+        },
+        "machines": machines,
+    }
+
+
+def write_report(report: dict[str, Any], path: str | os.PathLike[str]) -> None:
+    """Write atomically: a reader never sees half a report."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, target)
+
+
+def summary(report: dict[str, Any], report_path: str) -> str:
+    tasks = report["tasks"]
+    lines = [
+        f"{report['status'].upper()}: {report['reason']}",
+        f"  tasks     {tasks['done']} done, {tasks['failed']} failed, {tasks['not_run']} not run, of {tasks['total']}",
+        f"  makespan  {format_duration(report['makespan_s'])} ({report['makespan_s']:.1f} s)",
+        f"  cost      {report['cost']['total']:.4f}",
+    ]
+    per_cluster: dict[str, list[int]] = {}
+    for m in report["machines"]:
+        entry = per_cluster.setdefault(m["cluster"], [0, 0])
+        entry[0] += 1
+        entry[1] += m["nt"]
+    for name, (count, nt) in per_cluster.items():
+        lines.append(f"  {name:<9} {count} machine(s), {nt} task run(s)")
+    lines.append(f"  report    {report_path}")
+    return "\n".join(lines)

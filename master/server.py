@@ -1,0 +1,367 @@
+"""The real-time driver: a ZeroMQ ROUTER socket, provisioner plugins and the journal around the core.
+
+How this works. One thread, one loop: poll the ROUTER socket, decode and validate each frame
+(:mod:`bats.common.protocol`), turn it into a core event stamped with ``time.time()``, and carry out
+the actions the core answers with: send a task, ask a provisioner for machines or give them back,
+journal a result. Every ``TICK_S`` the loop also commits the journal, sends heartbeats, declares
+workers lost that were silent past the liveness limit or whose process the provisioner reports
+gone, and lets the core check boot timeouts. A frame that fails validation, comes from a peer that
+never said hello, or carries a bad token is logged and dropped; it never changes state.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import zmq
+
+from bats.common.config import Config
+from bats.common.protocol import MAX_FRAME_BYTES, WORKER_TYPES, ProtocolError, decode, encode
+from bats.master import core as c
+from bats.master.bag import Bag
+from bats.master.journal import Journal
+from bats.provisioners.base import MachineHandle, MachineState, Provisioner
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.2  # loop housekeeping period: journal commit, liveness, heartbeats
+STATUS_POLL_S = 1.0  # how often provisioners are asked about their machines
+MACHINE_SNAPSHOT_S = 2.0  # how often live machines' uptime is journaled (cost survives a crash)
+DRAIN_BATCH = 2000  # frames handled before housekeeping gets a turn
+
+
+@dataclass
+class _Peer:
+    machine: str
+    identity: bytes
+    last_seen: float  # time.monotonic()
+
+
+class Server:
+    """Runs one session of a bag: see the module docstring."""
+
+    def __init__(
+        self,
+        core: c.Core,
+        bag: Bag,
+        config: Config,
+        journal: Journal,
+        provisioners: dict[str, Provisioner],
+        socket: zmq.Socket,
+        session: int,
+        task_timeout_s: float | None = None,
+        on_tick: Callable[[Server], None] | None = None,
+    ) -> None:
+        self.core = core
+        self.bag = bag
+        self.config = config
+        self.journal = journal
+        self.provisioners = provisioners
+        self.socket = socket
+        self.session = session
+        self.task_timeout_s = task_timeout_s
+        self.on_tick = on_tick
+        self.handles: dict[str, MachineHandle] = {}
+        self.peers: dict[bytes, _Peer] = {}  # zmq identity -> peer
+        self.peer_of: dict[str, _Peer] = {}  # machine id -> its current peer
+        self.finish: c.Finish | None = None
+        self.stop_reason: str | None = None
+        self.dropped_frames = 0
+        self._execute = {
+            c.Dispatch: self._do_dispatch,
+            c.RecordResult: self._do_record,
+            c.Acquire: self._do_acquire,
+            c.Release: self._do_release,
+            c.IgnoreResult: self._do_ignore,
+            c.Finish: self._do_finish,
+        }
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> c.Finish:
+        """Run until the core finishes; returns its :class:`~bats.master.core.Finish`."""
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._feed(c.RunStarted(time.time()))
+            poller = zmq.Poller()
+            poller.register(self.socket, zmq.POLLIN)
+            next_tick = time.monotonic()
+            timers = {"status": 0.0, "snapshot": 0.0, "heartbeat": 0.0}
+            while self.finish is None:
+                if self.stop_reason is not None:
+                    self._feed(c.StopRequested(time.time(), self.stop_reason))
+                    break
+                timeout_ms = max(0.0, next_tick - time.monotonic()) * 1000
+                if poller.poll(timeout_ms):
+                    self._drain()
+                mono = time.monotonic()
+                if mono >= next_tick:
+                    next_tick = mono + TICK_S
+                    self._housekeeping(mono, timers)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        assert self.finish is not None
+        self._shutdown()
+        return self.finish
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self.stop_reason is not None:
+            raise KeyboardInterrupt  # a second signal: stop waiting politely
+        self.stop_reason = f"stopped by {name}"
+        log.warning("%s: stopping; machines will be released", name)
+
+    def _drain(self) -> None:
+        recv = self.socket.recv_multipart
+        for _ in range(DRAIN_BATCH):
+            try:
+                parts = recv(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return
+            self._on_frame(parts)
+            if self.finish is not None:
+                return
+
+    def _feed(self, event: c.Event) -> None:
+        """Hand an event to the core and carry out its actions at once (an action may feed more
+        events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
+        execute = self._execute
+        for action in self.core.handle(event):
+            execute[type(action)](action)
+
+    # ------------------------------------------------------------ frames in
+    def _drop(self, peer: str, reason: str) -> None:
+        self.dropped_frames += 1
+        if self.dropped_frames <= 100 or self.dropped_frames % 1000 == 0:
+            log.warning("dropped frame from %s: %s (%d dropped so far)", peer, reason, self.dropped_frames)
+
+    def _on_frame(self, parts: list[bytes]) -> None:
+        identity = parts[0]
+        peer = self.peers.get(identity)
+        name = peer.machine if peer else f"peer {identity.hex()}"
+        if len(parts) != 2:
+            self._drop(name, f"expected 1 frame, got {len(parts) - 1}")
+            return
+        try:
+            msg = decode(parts[1], WORKER_TYPES)
+        except ProtocolError as exc:
+            self._drop(name, str(exc))
+            return
+        kind = msg["type"]
+        if kind == "hello":
+            self._on_hello(identity, msg)
+            return
+        if peer is None:
+            self._drop(name, f"{kind} before hello")
+            self._send(identity, encode("unknown"))
+            return
+        peer.last_seen = time.monotonic()
+        if kind == "result":
+            self._feed(c.TaskFinished(
+                time.time(), peer.machine, msg["task"], msg["attempt"], msg["exit_code"],
+                float(msg["runtime_s"]), msg["timed_out"], msg["ask"],
+                _as_bytes(msg["stdout"]), _as_bytes(msg["stderr"]),
+            ))
+        elif kind == "ask":
+            self._feed(c.WorkerAsked(time.time(), peer.machine, msg["n"]))
+        elif kind == "bye":
+            self._forget(peer)
+            self._feed(c.MachineLost(time.time(), peer.machine, f"worker left ({msg['reason']})"))
+        # heartbeat: last_seen is all it updates
+
+    def _on_hello(self, identity: bytes, msg: dict) -> None:
+        machine_id = msg["machine"]
+        handle = self.handles.get(machine_id)
+        if handle is None or msg["token"] != handle.token or msg["cluster"] != handle.cluster:
+            self._drop(f"peer {identity.hex()}", f"hello from unknown machine {machine_id!r} or bad token")
+            self._send(identity, encode("stop", reason="unknown machine or bad token"))
+            return
+        machine = self.core.machines.get(machine_id)
+        if machine is None or machine.state is c.MachineState.GONE:
+            self._send(identity, encode("stop", reason="machine is no longer part of the run"))
+            return
+        old = self.peer_of.get(machine_id)
+        if old is not None:
+            self.peers.pop(old.identity, None)
+        peer = _Peer(machine_id, identity, time.monotonic())
+        self.peers[identity] = peer
+        self.peer_of[machine_id] = peer
+        log.info("%s joined from %s (%d cpus, worker %s)", machine_id, msg["host"], msg["cpus"], msg["version"])
+        self._send(identity, encode("welcome", machine=machine_id, heartbeat_s=self.config.master.heartbeat_s,
+                                    liveness_s=self.config.master.liveness_s))
+        self._feed(c.MachineUp(time.time(), machine_id))
+
+    def _forget(self, peer: _Peer) -> None:
+        self.peers.pop(peer.identity, None)
+        if self.peer_of.get(peer.machine) is peer:
+            del self.peer_of[peer.machine]
+
+    # ------------------------------------------------------------ actions out
+    def _send(self, identity: bytes, frame: bytes) -> None:
+        try:
+            self.socket.send_multipart((identity, frame), zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("send queue full for peer %s; frame dropped", identity.hex())
+
+    def _do_dispatch(self, action: c.Dispatch) -> None:
+        peer = self.peer_of.get(action.machine)
+        if peer is None:  # cannot happen: the core dispatches only to machines that asked
+            log.error("dispatch of task %d to %s, which is not connected", action.task, action.machine)
+            return
+        self._send(peer.identity, encode("task", task=action.task, attempt=action.attempt,
+                                         command=self.bag.command(action.task), timeout_s=self.task_timeout_s))
+
+    def _do_record(self, action: c.RecordResult) -> None:
+        self.journal.record_result(
+            action.task, action.status, action.exit_code, action.runtime_s, action.machine,
+            action.attempts, action.timed_out, action.stdout, action.stderr, time.time(),
+        )
+        if action.status == "failed":
+            log.info("task %d failed on %s (exit %d%s)", action.task, action.machine, action.exit_code,
+                     ", timed out" if action.timed_out else "")
+
+    def _do_acquire(self, action: c.Acquire) -> None:
+        provisioner = self.provisioners[action.cluster]
+        try:
+            handles = provisioner.acquire(action.n)
+        except Exception as exc:  # a plugin's failure must not take the master down
+            log.error("cluster %s: acquiring %d machine(s) failed: %s", action.cluster, action.n, exc)
+            self._feed(c.AcquireFailed(time.time(), action.cluster, action.n, str(exc)))
+            return
+        now = time.time()
+        for handle in handles:
+            self.handles[handle.machine_id] = handle
+            self._feed(c.MachineAcquired(now, handle.machine_id, handle.cluster))
+            self._journal_machine(self.core.machines[handle.machine_id], now)
+        missing = action.n - len(handles)
+        if missing > 0:
+            self._feed(c.AcquireFailed(now, action.cluster, missing, "provisioner returned fewer machines"))
+        log.info("cluster %s: acquired %d machine(s)", action.cluster, len(handles))
+
+    def _do_release(self, action: c.Release) -> None:
+        peer = self.peer_of.get(action.machine)
+        if peer is not None:
+            self._send(peer.identity, encode("stop", reason=action.reason))
+            self._forget(peer)
+        handle = self.handles.get(action.machine)
+        if handle is not None:
+            try:
+                self.provisioners[handle.cluster].release([handle])
+            except Exception as exc:
+                log.error("releasing %s failed: %s", action.machine, exc)
+        machine = self.core.machines.get(action.machine)
+        if machine is not None:
+            self._journal_machine(machine, time.time())
+
+    def _do_ignore(self, action: c.IgnoreResult) -> None:
+        log.info("ignored result of task %d from %s: %s", action.task, action.machine, action.reason)
+
+    def _do_finish(self, action: c.Finish) -> None:
+        self.finish = action
+
+    # ------------------------------------------------------------ housekeeping
+    def _housekeeping(self, mono: float, timers: dict[str, float]) -> None:
+        master = self.config.master
+        now = time.time()
+        for peer in list(self.peers.values()):
+            silent = mono - peer.last_seen
+            if silent > master.liveness_s:
+                log.warning("%s silent for %.0fs: declared lost", peer.machine, silent)
+                self._forget(peer)
+                self._lose(peer.machine, f"silent for {silent:.0f}s", now)
+        if mono - timers["status"] >= STATUS_POLL_S:
+            timers["status"] = mono
+            self._poll_provisioners(now)
+        if mono - timers["heartbeat"] >= master.heartbeat_s:
+            timers["heartbeat"] = mono
+            beat = encode("heartbeat")
+            for peer in self.peers.values():
+                self._send(peer.identity, beat)
+        self._feed(c.Tick(now))
+        if mono - timers["snapshot"] >= MACHINE_SNAPSHOT_S:
+            timers["snapshot"] = mono
+            for machine in self.core.live_machines():
+                self._journal_machine(machine, now)
+        self.journal.flush()
+        if self.on_tick is not None:
+            self.on_tick(self)
+
+    def _lose(self, machine_id: str, reason: str, now: float) -> None:
+        self._feed(c.MachineLost(now, machine_id, reason))
+        handle = self.handles.get(machine_id)
+        if handle is not None:
+            try:
+                self.provisioners[handle.cluster].release([handle])
+            except Exception as exc:
+                log.error("releasing lost machine %s failed: %s", machine_id, exc)
+        machine = self.core.machines.get(machine_id)
+        if machine is not None:
+            self._journal_machine(machine, now)
+
+    def _poll_provisioners(self, now: float) -> None:
+        by_cluster: dict[str, list[MachineHandle]] = {}
+        for machine in self.core.live_machines():
+            handle = self.handles.get(machine.id)
+            if handle is not None:
+                by_cluster.setdefault(handle.cluster, []).append(handle)
+        for cluster, handles in by_cluster.items():
+            try:
+                states = self.provisioners[cluster].status(handles)
+            except Exception as exc:
+                log.warning("cluster %s: status query failed: %s", cluster, exc)
+                continue
+            for machine_id, state in states.items():
+                if state in (MachineState.GONE, MachineState.FAILED):
+                    peer = self.peer_of.get(machine_id)
+                    if peer is not None:
+                        self._forget(peer)
+                    log.warning("%s: the provisioner reports it %s", machine_id, state.value)
+                    self._lose(machine_id, f"provisioner reports {state.value}", now)
+
+    def _journal_machine(self, machine: c.Machine, now: float) -> None:
+        atus, cost = self.core.machine_cost(machine, now)
+        self.journal.record_machine(
+            machine.id, machine.cluster, self.session, machine.acquired_at, machine.up_at,
+            machine.released_at, machine.nt, machine.rt, machine.uptime(now), atus, cost,
+            machine.state.value,
+        )
+
+    def _shutdown(self) -> None:
+        """Release whatever is still held, tell connected workers to stop, commit the journal."""
+        now = time.time()
+        for machine in self.core.machines.values():
+            self._journal_machine(machine, now)
+        stop = encode("stop", reason=self.finish.reason if self.finish else "master exiting")
+        for peer in list(self.peers.values()):
+            self._send(peer.identity, stop)
+        for name, provisioner in self.provisioners.items():
+            held = [self.handles[m.id] for m in self.core.live_machines(name) if m.id in self.handles]
+            try:
+                if held:
+                    provisioner.release(held)
+                provisioner.close()
+            except Exception as exc:
+                log.error("cluster %s: release at exit failed: %s", name, exc)
+        self.journal.flush()
+
+
+def _as_bytes(blob: bytes | str) -> bytes:
+    return blob if isinstance(blob, bytes) else blob.encode("utf-8", errors="replace")
+
+
+def bind_router(endpoint: str) -> tuple[zmq.Context, zmq.Socket, str]:
+    """Bind the master's ROUTER socket; ``tcp://HOST:*`` picks a free port. Returns the bound endpoint."""
+    context = zmq.Context.instance()
+    sock = context.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 500)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)  # larger frames drop the peer, not us
+    sock.setsockopt(zmq.SNDHWM, 100_000)
+    sock.setsockopt(zmq.RCVHWM, 100_000)
+    sock.bind(endpoint)
+    bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+    return context, sock, bound
+

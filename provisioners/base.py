@@ -1,0 +1,105 @@
+"""The provisioner interface: how the master gets and gives back machines.
+
+A provisioner serves one cluster. The master calls :meth:`acquire` to start ``n`` machines, each
+of which runs :meth:`Provisioner.bootstrap_argv` (``bats-worker --master … --token …``) and joins
+over ZeroMQ; :meth:`release` gives machines back; :meth:`status` maps each back end's native
+states onto :class:`MachineState` through a table, the way Parsl's providers do.
+
+Each back end talks to the outside world through one method (``_spawn`` for local processes,
+``_api`` for a cloud SDK, ``_run`` for a command line), so a test can point it at a real
+component or a local stand-in.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+import shlex
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from bats.common.config import ClusterConfig, OptionSpec
+
+
+class MachineState(enum.Enum):
+    BOOTING = "booting"  # asked for, not yet running (includes queue wait on a batch system)
+    RUNNING = "running"
+    GONE = "gone"  # terminated, exited or released
+    FAILED = "failed"  # the back end reports an error for it
+    UNKNOWN = "unknown"
+
+
+@dataclass
+class MachineHandle:
+    """One acquired machine as the provisioner knows it."""
+
+    machine_id: str  # the id the worker says hello with; unique within a run
+    cluster: str
+    token: str  # one-time token the worker presents in its hello
+    native_id: str = ""  # the back end's own id: pid, instance id, job id, host
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """What a new machine needs to reach the master."""
+
+    master_endpoint: str  # the address workers connect to (``[master] advertise``)
+    run_id: str
+    heartbeat_s: float = 2.0
+    log_dir: str | None = None  # where local stand-ins may write worker logs (the state dir)
+    worker_command: tuple[str, ...] = (sys.executable, "-m", "bats.worker")
+
+
+class ProvisionerError(RuntimeError):
+    """A back end refused or failed a call; the message says which cluster and why."""
+
+
+class Provisioner(ABC):
+    """One small class per back end; see the module docstring."""
+
+    #: the keys this provisioner accepts in its ``[clusters.NAME]`` table: {key: (kind, default)}
+    OPTIONS: ClassVar[OptionSpec] = {}
+
+    def __init__(self, cluster: ClusterConfig, bootstrap: Bootstrap) -> None:
+        self.cluster = cluster
+        self.bootstrap = bootstrap
+        self._serial = 0
+
+    def new_handle(self) -> MachineHandle:
+        """A fresh machine id and one-time token for the next machine of this cluster."""
+        self._serial += 1
+        machine_id = f"{self.cluster.name}-{self.bootstrap.run_id[:6]}-{self._serial}"
+        return MachineHandle(machine_id=machine_id, cluster=self.cluster.name, token=secrets.token_hex(16))
+
+    def bootstrap_argv(self, handle: MachineHandle, extra: tuple[str, ...] = ()) -> list[str]:
+        """The command a machine runs to join the master as a worker."""
+        return [
+            *self.bootstrap.worker_command,
+            "--master", self.bootstrap.master_endpoint,
+            "--machine", handle.machine_id,
+            "--token", handle.token,
+            "--cluster", handle.cluster,
+            "--heartbeat", f"{self.bootstrap.heartbeat_s:g}",
+            *extra,
+        ]
+
+    def bootstrap_shell(self, handle: MachineHandle, extra: tuple[str, ...] = ()) -> str:
+        return shlex.join(self.bootstrap_argv(handle, extra))
+
+    @abstractmethod
+    def acquire(self, n: int) -> list[MachineHandle]:
+        """Start ``n`` machines; return a handle for each one that was started."""
+
+    @abstractmethod
+    def release(self, handles: list[MachineHandle]) -> None:
+        """Give the machines back (terminate, cancel, stop the worker)."""
+
+    @abstractmethod
+    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
+        """The state of each machine, by machine id."""
+
+    def close(self) -> None:
+        """Release anything the provisioner itself holds (connections, temp files)."""

@@ -1,0 +1,106 @@
+"""The ``local`` provisioner: worker processes on this machine, and the cloud emulator.
+
+Each machine is one ``bats-worker`` process started by :meth:`LocalProvisioner._spawn`. Two knobs
+emulate other machine types, as seed 000 §4.1 emulated clouds on a cluster: ``slowdown`` makes the
+worker stretch every task to ``slowdown ×`` its measured runtime (and report the stretched time),
+``startup`` delays the worker's start, standing in for a cloud machine's boot time. Workers are
+started with ``--exit-with-parent`` so a master that dies (even by ``kill -9``) leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+from typing import ClassVar
+
+from bats.common.config import OptionSpec
+from bats.provisioners.base import MachineHandle, MachineState, Provisioner
+
+log = logging.getLogger(__name__)
+
+# Popen.poll() answers None while the process runs and its exit code afterwards.
+_STATES = {None: MachineState.RUNNING}
+
+
+class LocalProvisioner(Provisioner):
+    OPTIONS: ClassVar[OptionSpec] = {
+        "slowdown": ("float", 1.0),
+        "startup": ("duration", 0.0),
+        "noop": ("bool", False),  # benchmarks only: workers skip the command and report at once
+    }
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._procs: dict[str, subprocess.Popen] = {}
+
+    def _spawn(self, argv: list[str], log_path: str | None) -> subprocess.Popen:
+        """The one place this provisioner touches the outside world."""
+        out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        try:
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, close_fds=True)
+        finally:
+            if log_path:
+                out.close()
+
+    def _argv(self, handle: MachineHandle) -> list[str]:
+        options = self.cluster.options
+        extra = ["--exit-with-parent"]
+        if options.get("slowdown", 1.0) != 1.0:
+            extra += ["--slowdown", f"{options['slowdown']:g}"]
+        if options.get("noop"):
+            extra.append("--noop")
+        argv = self.bootstrap_argv(handle, tuple(extra))
+        startup = options.get("startup", 0.0)
+        if startup > 0:
+            # the shell sleeps, then becomes the worker, so the master stays its parent
+            return ["/bin/sh", "-c", f"sleep {startup:g}; exec {shlex.join(argv)}"]
+        return argv
+
+    def acquire(self, n: int) -> list[MachineHandle]:
+        handles = []
+        log_dir = self.bootstrap.log_dir
+        if log_dir:
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
+        for _ in range(n):
+            handle = self.new_handle()
+            log_path = os.path.join(log_dir, f"{handle.machine_id}.log") if log_dir else None
+            proc = self._spawn(self._argv(handle), log_path)
+            handle.native_id = str(proc.pid)
+            self._procs[handle.machine_id] = proc
+            handles.append(handle)
+        return handles
+
+    def release(self, handles: list[MachineHandle]) -> None:
+        for handle in handles:
+            proc = self._procs.get(handle.machine_id)
+            if proc is not None and proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
+        states = {}
+        for handle in handles:
+            proc = self._procs.get(handle.machine_id)
+            code = proc.poll() if proc is not None else -1
+            states[handle.machine_id] = _STATES.get(code, MachineState.GONE)
+        return states
+
+    def close(self) -> None:
+        """Wait briefly for released workers, then kill any that are left."""
+        for proc in self._procs.values():
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                log.warning("worker pid %d did not stop; killing it", proc.pid)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()

@@ -1,0 +1,430 @@
+"""``bats-worker``: the lightweight worker that runs shell tasks for a BaTS master.
+
+One process, one thread, one ZeroMQ DEALER socket connected to the master's ROUTER. Everything
+happens in :meth:`Worker.run`'s loop around a single ``zmq.Poller`` that watches the socket, the
+running task's stdout/stderr pipes and a self-pipe that signal handlers write to
+(``signal.set_wakeup_fd``; SIGCHLD wakes the loop when the task exits, SIGTERM/SIGINT make the
+worker leave). The poll timeout is the nearest deadline (heartbeat, liveness, task timeout,
+slowdown padding), so an idle worker sleeps in ``poll``.
+
+Protocol (``bats.common.protocol``): ``hello`` → ``welcome`` → ``ask n=2`` (one task to run, one
+prefetched so dispatch latency is hidden); every ``result`` carries ``ask=True`` to ask for the
+next task. ``unknown`` (the master restarted) or ``liveness_s`` without a word from the master
+makes the worker say hello again (on a fresh socket after a liveness timeout), keep running what
+it holds, send results held meanwhile after the new ``welcome`` and ask for the free slots.
+``stop`` and SIGTERM/SIGINT kill the running task's process group, send ``bye`` and exit 0.
+``--noop`` answers each task at once without running it (master benchmarks).
+
+Imports stay light on purpose (stdlib, pyzmq, msgpack via ``bats.common.protocol``): this is
+what machine images carry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+
+from bats.common import __version__
+from bats.common.durations import parse_duration
+from bats.common.protocol import MASTER_TYPES, ProtocolError, decode, encode
+from bats.worker.task import TaskRun
+
+log = logging.getLogger("bats.worker")
+
+SLOTS = 2  # tasks held at most: one running, one prefetched
+BYE_LINGER_MS = 1000  # how long the final ``bye`` may take to leave
+PARENT_CHECK_S = 0.5  # with --exit-with-parent, the longest the loop sleeps between checks
+NO_SIGCHLD_POLL_S = 0.05  # without signal wake-ups (not the main thread): poll a running task
+MAX_FRAMES_PER_WAKE = 10_000  # socket frames handled before the pipes get a turn
+
+
+@dataclass
+class WorkerOptions:
+    """What the command line (or an embedding test) sets."""
+
+    master: str
+    machine: str
+    token: str = ""
+    cluster: str = "default"
+    heartbeat_s: float = 2.0
+    liveness_s: float = 15.0
+    slowdown: float = 1.0
+    exit_with_parent: bool = False
+    noop: bool = False
+
+
+class Worker:
+    """The worker's state and its single-threaded event loop; see the module docstring."""
+
+    def __init__(self, options: WorkerOptions, context: zmq.Context | None = None) -> None:
+        self.opts = options
+        self.heartbeat_s = options.heartbeat_s
+        self.liveness_s = options.liveness_s
+        self._ctx = context if context is not None else zmq.Context()
+        self._own_ctx = context is None
+        self._sock: zmq.Socket | None = None
+        self._poller = zmq.Poller()
+        self._welcomed = False
+        self._last_sent = 0.0
+        self._last_recv = 0.0
+        self._running: TaskRun | None = None
+        self._queue: collections.deque[TaskRun] = collections.deque()
+        self._pending: list[dict[str, Any]] = []  # results finished while not welcomed
+        self._exit_reason: str | None = None
+        self._wake_r = -1
+        self._wake_w = -1
+        self._old_handlers: dict[int, Any] = {}
+        self._old_wakeup = -1
+        self._signals = False
+        self._parent = os.getppid()
+        self.tasks_done = 0
+        self.reconnects = 0
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Serve the master until stopped; return the process exit code (0)."""
+        self._install_signals()
+        try:
+            now = time.monotonic()
+            self._open_socket()
+            self._hello(now)
+            self._loop()
+            return 0
+        finally:
+            self._leave()
+            self._restore_signals()
+
+    def _loop(self) -> None:
+        poll = self._poller.poll
+        while self._exit_reason is None:
+            if self.opts.exit_with_parent and os.getppid() != self._parent:
+                log.warning("parent process %d is gone; leaving", self._parent)
+                self._exit_reason = "parent exited"
+                break
+            events = poll(self._poll_timeout_ms(time.monotonic()))
+            now = time.monotonic()
+            for item, _ in events:
+                if item is self._sock:
+                    self._drain_socket(now)
+                elif item == self._wake_r:
+                    self._drain_wakeups()
+                elif self._running is not None:
+                    self._running.read(item)
+                if self._exit_reason is not None:
+                    return
+            self._step_tasks(now)
+            if self._welcomed and now - self._last_sent >= self.heartbeat_s:
+                self._send(encode("heartbeat"), now)
+            if now - self._last_recv >= self.liveness_s:
+                self._reconnect(now)
+
+    def _poll_timeout_ms(self, now: float) -> int:
+        deadline = self._last_recv + self.liveness_s
+        if self._welcomed:
+            deadline = min(deadline, self._last_sent + self.heartbeat_s)
+        run = self._running
+        if run is not None:
+            task_deadline = run.next_deadline()
+            if task_deadline is not None:
+                deadline = min(deadline, task_deadline)
+            if not self._signals and run.process_alive:
+                deadline = min(deadline, now + NO_SIGCHLD_POLL_S)
+        if self.opts.exit_with_parent:
+            deadline = min(deadline, now + PARENT_CHECK_S)
+        # round up: waking a hair early would only spin through a zero-timeout poll
+        return max(0, math.ceil((deadline - now) * 1000.0))
+
+    # -- socket ------------------------------------------------------------------------------
+
+    def _open_socket(self) -> None:
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.connect(self.opts.master)
+        except zmq.ZMQError:
+            sock.close()
+            raise
+        self._sock = sock
+        self._poller.register(sock, zmq.POLLIN)
+
+    def _close_socket(self, linger_ms: int = 0) -> None:
+        if self._sock is None:
+            return
+        try:
+            self._poller.unregister(self._sock)
+        except KeyError:
+            pass
+        self._sock.close(linger=linger_ms)
+        self._sock = None
+
+    def _send(self, frame: bytes, now: float) -> None:
+        try:
+            self._sock.send(frame, zmq.NOBLOCK)  # type: ignore[union-attr]
+        except zmq.Again:
+            log.warning("send queue to the master is full; a message was dropped")
+            return
+        self._last_sent = now
+
+    def _hello(self, now: float) -> None:
+        self._welcomed = False
+        self._last_recv = now  # the liveness clock restarts with every hello
+        o = self.opts
+        self._send(encode("hello", machine=o.machine, token=o.token, cluster=o.cluster,
+                          host=socket.gethostname(), cpus=os.cpu_count() or 1, version=__version__), now)
+
+    def _reconnect(self, now: float) -> None:
+        self.reconnects += 1
+        log.warning("no word from the master for %.1fs; reconnecting to %s (reconnect #%d)",
+                    now - self._last_recv, self.opts.master, self.reconnects)
+        self._close_socket()
+        self._open_socket()
+        self._hello(now)
+
+    def _drain_socket(self, now: float) -> None:
+        sock = self._sock
+        for _ in range(MAX_FRAMES_PER_WAKE):
+            try:
+                frame = sock.recv(zmq.NOBLOCK)  # type: ignore[union-attr]
+            except zmq.Again:
+                return
+            self._last_recv = now
+            try:
+                msg = decode(frame, MASTER_TYPES)
+            except ProtocolError as exc:
+                log.warning("dropped a frame from the master: %s", exc)
+                continue
+            try:
+                self._handle(msg, now)
+            except Exception:  # a bug handling one message must not take the worker down
+                log.exception("dropped a %r message that could not be handled", msg.get("type"))
+            if self._exit_reason is not None or self._sock is not sock:
+                return
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def _handle(self, msg: dict[str, Any], now: float) -> None:
+        kind = msg["type"]
+        if kind == "task":
+            self._on_task(msg, now)
+        elif kind == "welcome":
+            self._on_welcome(msg, now)
+        elif kind == "unknown":
+            if self._welcomed:
+                log.warning("the master does not know this worker (restarted?); saying hello again")
+                self._hello(now)
+            else:
+                log.debug("'unknown' while waiting for welcome; hello already sent")
+        elif kind == "stop":
+            log.warning("stopped by the master: %s", msg["reason"])
+            self._exit_reason = "stopped"
+        # "wait": the master will push a task later; "heartbeat": only proves the master lives
+
+    def _on_welcome(self, msg: dict[str, Any], now: float) -> None:
+        if msg["machine"] != self.opts.machine:
+            log.warning("welcomed as %r, not %r", msg["machine"], self.opts.machine)
+        for name in ("heartbeat_s", "liveness_s"):
+            value = float(msg[name])
+            if value > 0 and math.isfinite(value):
+                setattr(self, name, value)
+            else:
+                log.warning("ignored welcome %s=%r", name, msg[name])
+        if self._welcomed:
+            log.debug("welcome while already welcomed; nothing more to ask")
+            return
+        self._welcomed = True
+        log.info("welcomed by %s (heartbeat %.3gs, liveness %.3gs)",
+                 self.opts.master, self.heartbeat_s, self.liveness_s)
+        pending, self._pending = self._pending, []
+        for fields in pending:  # the slots these tasks held are asked for below
+            self._send(encode("result", ask=False, **fields), now)
+        free = SLOTS - self._held()
+        if free > 0:
+            self._send(encode("ask", n=free), now)
+
+    def _on_task(self, msg: dict[str, Any], now: float) -> None:
+        if self.opts.noop:
+            self._deliver({"task": msg["task"], "attempt": msg["attempt"], "exit_code": 0,
+                           "runtime_s": 0.0, "timed_out": False, "stdout": b"", "stderr": b""}, now)
+            return
+        run = TaskRun.from_message(msg, self.opts.slowdown)
+        if self._running is None:
+            self._start(run, now)
+        else:
+            if self._held() >= SLOTS:
+                log.warning("task %d arrived with %d tasks held; queueing it anyway", run.task, self._held())
+            self._queue.append(run)
+
+    def _held(self) -> int:
+        return (self._running is not None) + len(self._queue)
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def _start(self, run: TaskRun, now: float) -> None:
+        self._running = run
+        run.start(now, self._poller)
+
+    def _step_tasks(self, now: float) -> None:
+        run = self._running
+        while run is not None and run.step(now):
+            self._running = None
+            self.tasks_done += 1
+            self._deliver(run.result_fields(), now)
+            if self._queue:
+                self._start(self._queue.popleft(), now)
+            run = self._running
+
+    def _deliver(self, fields: dict[str, Any], now: float) -> None:
+        """Send a result with ``ask=True``, or hold it until the master welcomes us again."""
+        if self._welcomed:
+            self._send(encode("result", ask=True, **fields), now)
+        else:
+            self._pending.append(fields)
+
+    # -- leaving -----------------------------------------------------------------------------
+
+    def _leave(self) -> None:
+        reason = self._exit_reason or "error"
+        if self._running is not None:
+            log.warning("killing task %d on the way out", self._running.task)
+            self._running.abort()
+            self._running = None
+        self._queue.clear()
+        if self._sock is not None:
+            self._send(encode("bye", reason=reason), time.monotonic())
+            self._close_socket(linger_ms=BYE_LINGER_MS)
+        if self._own_ctx:
+            self._ctx.term()
+        log.info("worker %s left (%s) after %d tasks", self.opts.machine, reason, self.tasks_done)
+
+    # -- signals -----------------------------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # embedded in a thread: no handlers, poll a running task instead
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._old_wakeup = signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            # the handlers do nothing: the wake-up pipe carries the signal numbers to the loop
+            self._old_handlers[signum] = signal.signal(signum, _noop_handler)
+        self._poller.register(self._wake_r, zmq.POLLIN)
+        self._signals = True
+
+    def _drain_wakeups(self) -> None:
+        while True:
+            try:
+                data = os.read(self._wake_r, 256)
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum in (signal.SIGTERM, signal.SIGINT):
+                    log.warning("got %s; leaving", signal.Signals(signum).name)
+                    self._exit_reason = "signal"
+
+    def _restore_signals(self) -> None:
+        if not self._signals:
+            return
+        for signum, handler in self._old_handlers.items():
+            signal.signal(signum, handler)
+        signal.set_wakeup_fd(self._old_wakeup)
+        try:
+            self._poller.unregister(self._wake_r)
+        except KeyError:
+            pass
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        self._signals = False
+
+
+def _noop_handler(signum: int, frame: object) -> None:
+    """Signal handler placeholder; the wake-up fd does the work."""
+
+
+# -- command line ----------------------------------------------------------------------------
+
+
+def _positive_duration(text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text!r}")
+    return seconds
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text!r}")
+    return value
+
+
+def _endpoint(text: str) -> str:
+    if "://" not in text:
+        raise argparse.ArgumentTypeError(f"expected a ZeroMQ endpoint such as tcp://host:5555, got {text!r}")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``bats-worker`` argument parser."""
+    p = argparse.ArgumentParser(
+        prog="bats-worker",
+        description="Run shell tasks for a BaTS master and report their runtimes.",
+    )
+    p.add_argument("--master", required=True, type=_endpoint, metavar="ENDPOINT",
+                   help="the master's ZeroMQ endpoint, e.g. tcp://10.0.0.5:5555")
+    p.add_argument("--machine", required=True, metavar="ID", help="this machine's id (from the provisioner)")
+    p.add_argument("--token", default="", help="one-time token from the provisioner")
+    p.add_argument("--cluster", default="default", metavar="NAME", help="the cluster this machine belongs to")
+    p.add_argument("--heartbeat", type=_positive_duration, default=2.0, metavar="SECONDS",
+                   help="heartbeat interval until the master's welcome says otherwise (default 2)")
+    p.add_argument("--liveness", type=_positive_duration, default=15.0, metavar="SECONDS",
+                   help="silence from the master after which the worker reconnects (default 15)")
+    p.add_argument("--slowdown", type=_positive_float, default=1.0, metavar="FACTOR",
+                   help="emulate a slower machine: report FACTOR x each runtime, after that long")
+    p.add_argument("--exit-with-parent", action="store_true", help="exit when the parent process dies")
+    p.add_argument("--noop", action="store_true",
+                   help="benchmark mode: do not run commands, report exit 0 and runtime 0 at once")
+    p.add_argument("--log-level", default="WARNING", type=str.upper,
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="default WARNING")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``bats-worker`` and ``python -m bats.worker``; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        stream=sys.stderr,
+        format=f"%(asctime)s bats-worker[{args.machine}] %(levelname)s %(message)s",
+    )
+    options = WorkerOptions(
+        master=args.master, machine=args.machine, token=args.token, cluster=args.cluster,
+        heartbeat_s=args.heartbeat, liveness_s=args.liveness, slowdown=args.slowdown,
+        exit_with_parent=args.exit_with_parent, noop=args.noop,
+    )
+    try:
+        return Worker(options).run()
+    except zmq.ZMQError as exc:
+        log.error("cannot use master endpoint %s: %s", args.master, exc)
+        return 2

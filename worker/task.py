@@ -1,0 +1,219 @@
+"""One shell task run by the worker, driven from the worker's single-threaded poll loop.
+
+A :class:`TaskRun` starts ``/bin/sh -c COMMAND`` in a new session (so the task and everything it
+starts form one process group), registers the two output pipes with the worker's ``zmq.Poller``
+and reads them non-blockingly, keeping only the last ``OUTPUT_TAIL_BYTES`` of each stream. The
+worker calls :meth:`TaskRun.step` on every loop iteration; it notices the exit (``Popen.poll``),
+enforces the timeout (SIGKILL to the whole group), stops waiting for end-of-file 0.5 s after the
+exit (a backgrounded grandchild may hold a pipe open), kills whatever is left of the group, and
+then keeps the task "running" until ``slowdown × runtime`` has passed, which is how a slower
+cloud machine is emulated (seed 000 §4.1). Nothing here blocks or sleeps: every wait is a
+deadline the worker folds into its poll timeout (:meth:`TaskRun.next_deadline`).
+
+Timeouts are in emulated time: with ``slowdown`` s, the command is killed after ``timeout_s / s``
+real seconds and the result reports ``runtime_s = timeout_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from typing import IO, Any
+
+import zmq
+
+from bats.common.protocol import OUTPUT_TAIL_BYTES
+
+log = logging.getLogger("bats.worker")
+
+EXIT_GRACE_S = 0.5  # after the command exits, how long to wait for its pipes to reach EOF
+READ_CHUNK = 64 * 1024
+SPAWN_FAILED_EXIT = 127  # the shell's "cannot run" code, used when the shell itself cannot start
+TIMEOUT_EXIT = -signal.SIGKILL
+
+
+class TaskRun:
+    """A task from the master: its process, output tails, deadlines and (once done) its result."""
+
+    __slots__ = (
+        "task", "attempt", "command", "timeout_s", "slowdown", "proc", "started", "kill_at",
+        "ended", "exited_at", "returncode", "timed_out", "report_at", "runtime_s",
+        "stdout", "stderr", "_pipes", "_poller",
+    )
+
+    def __init__(self, task: int, attempt: int, command: str, timeout_s: float | None,
+                 slowdown: float = 1.0) -> None:
+        self.task = task
+        self.attempt = attempt
+        self.command = command
+        self.timeout_s = timeout_s
+        self.slowdown = slowdown
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+        self.kill_at: float | None = None  # real (monotonic) time of the timeout kill
+        self.ended: float | None = None  # when the command ended (exit or timeout kill)
+        self.exited_at: float | None = None  # when the process was seen to have exited
+        self.returncode: int | None = None
+        self.timed_out = False
+        self.report_at: float | None = None  # set once the command is over: when to report
+        self.runtime_s = 0.0
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self._pipes: dict[int, tuple[IO[bytes], bytearray]] = {}
+        self._poller: zmq.Poller | None = None
+
+    @classmethod
+    def from_message(cls, msg: dict[str, Any], slowdown: float = 1.0) -> TaskRun:
+        """Build a run from a decoded ``task`` message."""
+        timeout = msg["timeout_s"]
+        return cls(msg["task"], msg["attempt"], msg["command"],
+                   None if timeout is None else float(timeout), slowdown)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, now: float, poller: zmq.Poller) -> None:
+        """Spawn the command; a command that cannot even be spawned ends at once with code 127."""
+        self.started = now
+        self._poller = poller
+        try:
+            self.proc = subprocess.Popen(
+                ["/bin/sh", "-c", self.command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the command
+            log.error("task %d: cannot start /bin/sh: %s", self.task, exc)
+            self.stderr += f"bats-worker: cannot start the task: {exc}\n".encode()
+            self.returncode = SPAWN_FAILED_EXIT
+            self.exited_at = now
+            self._end(now)
+            return
+        for pipe, buf in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr)):
+            assert pipe is not None
+            fd = pipe.fileno()
+            os.set_blocking(fd, False)
+            self._pipes[fd] = (pipe, buf)
+            poller.register(fd, zmq.POLLIN)
+        if self.timeout_s is not None:
+            self.kill_at = now + self.timeout_s / self.slowdown
+        log.info("task %d attempt %d started (pid %d)", self.task, self.attempt, self.proc.pid)
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """The pipe fds still open (registered with the poller)."""
+        return tuple(self._pipes)
+
+    @property
+    def process_alive(self) -> bool:
+        """True while the command's process has not been seen to exit."""
+        return self.proc is not None and self.exited_at is None
+
+    def read(self, fd: int) -> None:
+        """Read what is available on one pipe; keep the tail; close the pipe at end-of-file."""
+        entry = self._pipes.get(fd)
+        if entry is None:
+            return
+        try:
+            data = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            log.warning("task %d: reading its output failed: %s", self.task, exc)
+            data = b""
+        if not data:
+            self._close(fd)
+            return
+        buf = entry[1]
+        buf += data
+        excess = len(buf) - OUTPUT_TAIL_BYTES
+        if excess > 0:
+            del buf[:excess]
+
+    def step(self, now: float) -> bool:
+        """Advance the run's state; return True once its result is due."""
+        if self.report_at is None:
+            proc = self.proc
+            if proc is not None and self.exited_at is None:
+                code = proc.poll()
+                if code is not None:
+                    self.exited_at = now
+                    self.returncode = code
+                    if self.ended is None:
+                        self.ended = now
+                elif self.kill_at is not None and now >= self.kill_at:
+                    log.info("task %d: timed out after %.3gs; killing it", self.task, self.timeout_s)
+                    self.timed_out = True
+                    self.ended = now
+                    self.kill_at = None
+                    self.kill()
+            if self.exited_at is not None and (not self._pipes or now >= self.exited_at + EXIT_GRACE_S):
+                self._end(now)
+        return self.report_at is not None and now >= self.report_at
+
+    def next_deadline(self) -> float | None:
+        """The next time :meth:`step` has something to do without any I/O event, if any."""
+        if self.report_at is not None:
+            return self.report_at
+        if self.exited_at is not None:
+            return self.exited_at + EXIT_GRACE_S
+        return self.kill_at
+
+    def kill(self) -> None:
+        """SIGKILL the task's whole process group (the command and everything it started)."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def abort(self) -> None:
+        """Kill the task and release its pipes, without a result (the worker is leaving)."""
+        if self.proc is not None and self.report_at is None:
+            self.kill()
+            try:
+                self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                log.warning("task %d: pid %d did not die after SIGKILL", self.task, self.proc.pid)
+        for fd in list(self._pipes):
+            self._close(fd)
+
+    def result_fields(self) -> dict[str, Any]:
+        """The fields of the ``result`` message (without ``ask``)."""
+        code = self.returncode if self.returncode is not None else TIMEOUT_EXIT
+        return {
+            "task": self.task,
+            "attempt": self.attempt,
+            "exit_code": TIMEOUT_EXIT if self.timed_out else code,
+            "runtime_s": self.runtime_s,
+            "timed_out": self.timed_out,
+            "stdout": bytes(self.stdout),
+            "stderr": bytes(self.stderr),
+        }
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _end(self, now: float) -> None:
+        """The command is over: clean up what is left of it and set the report time."""
+        if self.proc is not None:
+            self.kill()  # background leftovers of the task would skew the next task's runtime
+        for fd in list(self._pipes):
+            self._close(fd)
+        ended = self.ended if self.ended is not None else now
+        self.runtime_s = self.slowdown * max(0.0, ended - self.started)
+        self.report_at = self.started + self.runtime_s
+        log.debug("task %d: command over (code %s, %.3fs real); reporting at +%.3fs",
+                  self.task, self.returncode, ended - self.started, self.runtime_s)
+
+    def _close(self, fd: int) -> None:
+        pipe, _ = self._pipes.pop(fd)
+        if self._poller is not None:
+            try:
+                self._poller.unregister(fd)
+            except KeyError:
+                pass
+        pipe.close()
