@@ -171,12 +171,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{config.source}: [master] listen: cannot bind {listen}: {exc}") from None
         if advertise is None:
             advertise = bound.replace("0.0.0.0", _host_address())
-        bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id,
+        session = journal.add_session(time.time())
+        bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
                               heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"))
         plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
         core = Core(bag.task_ids, config.clusters, random.Random(settings["seed"]), retries=settings["retries"],
                     boot_timeout_s=config.master.boot_timeout_s, finished=finished)
-        session = journal.add_session(time.time())
         if finished:
             logging.getLogger(__name__).warning(
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,14 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
             for name, cl in config.clusters.items()
         },
         "machines": machines,
+        "master": _master_usage(),
     }
+
+
+def _master_usage() -> dict[str, float]:
+    """The master process's own CPU time and peak memory, for operators and ``make bench``."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
 
 
 def write_report(report: dict[str, Any], path: str | os.PathLike[str]) -> None:

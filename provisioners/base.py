@@ -48,6 +48,7 @@ class Bootstrap:
 
     master_endpoint: str  # the address workers connect to (``[master] advertise``)
     run_id: str
+    session: int = 1  # master sessions of the run (each --resume adds one); part of machine ids
     heartbeat_s: float = 2.0
     log_dir: str | None = None  # where local stand-ins may write worker logs (the state dir)
     worker_command: tuple[str, ...] = (sys.executable, "-m", "bats.worker")
@@ -69,9 +70,9 @@ class Provisioner(ABC):
         self._serial = 0
 
     def new_handle(self) -> MachineHandle:
-        """A fresh machine id and one-time token for the next machine of this cluster."""
+        """A fresh machine id (unique within the run) and one-time token for the next machine."""
         self._serial += 1
-        machine_id = f"{self.cluster.name}-{self.bootstrap.run_id[:6]}-{self._serial}"
+        machine_id = f"{self.cluster.name}-s{self.bootstrap.session}-{self._serial}"
         return MachineHandle(machine_id=machine_id, cluster=self.cluster.name, token=secrets.token_hex(16))
 
     def bootstrap_argv(self, handle: MachineHandle, extra: tuple[str, ...] = ()) -> list[str]:
