@@ -32,6 +32,10 @@ TICK_S = 0.2  # loop housekeeping period: journal commit, liveness, heartbeats
 STATUS_POLL_S = 1.0  # how often provisioners are asked about their machines
 MACHINE_SNAPSHOT_S = 2.0  # how often live machines' uptime is journaled (cost survives a crash)
 DRAIN_BATCH = 2000  # frames handled before housekeeping gets a turn
+# plain ints: pyzmq's flag enums cost an enum construction per ``|`` on the hot path
+_NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
+_RCVMORE = int(zmq.RCVMORE)
 
 
 @dataclass
@@ -71,6 +75,7 @@ class Server:
         self.finish: c.Finish | None = None
         self.stop_reason: str | None = None
         self.dropped_frames = 0
+        self._outbox: list[tuple[bytes, bytes]] | None = None
         self._execute = {
             c.Dispatch: self._do_dispatch,
             c.RecordResult: self._do_record,
@@ -116,15 +121,32 @@ class Server:
         log.warning("%s: stopping; machines will be released", name)
 
     def _drain(self) -> None:
-        recv = self.socket.recv_multipart
-        for _ in range(DRAIN_BATCH):
-            try:
-                parts = recv(zmq.NOBLOCK, copy=True)
-            except zmq.Again:
-                return
-            self._on_frame(parts)
-            if self.finish is not None:
-                return
+        """Handle every frame waiting (up to a batch), then send all replies in one burst, which
+        lets ZeroMQ's I/O thread move them together instead of waking once per message."""
+        sock = self.socket
+        recv, more = sock.recv, sock.getsockopt
+        self._outbox = outbox = []
+        try:
+            for _ in range(DRAIN_BATCH):
+                try:
+                    identity = recv(_NOBLOCK)
+                except zmq.Again:
+                    break
+                parts = [identity, recv(_NOBLOCK)]  # a ROUTER message always has a body after the identity
+                while more(_RCVMORE):
+                    parts.append(recv(_NOBLOCK))
+                self._on_frame(parts)
+                if self.finish is not None:
+                    break
+        finally:
+            self._outbox = None
+            send = sock.send
+            for identity, frame in outbox:
+                try:
+                    send(identity, _SNDMORE_NOBLOCK)
+                    send(frame, _NOBLOCK)
+                except zmq.Again:
+                    log.warning("send queue full for peer %s; frame dropped", identity.hex())
 
     def _feed(self, event: c.Event) -> None:
         """Hand an event to the core and carry out its actions at once (an action may feed more
@@ -202,8 +224,12 @@ class Server:
 
     # ------------------------------------------------------------ actions out
     def _send(self, identity: bytes, frame: bytes) -> None:
+        if self._outbox is not None:  # inside _drain: sent at the end of the batch
+            self._outbox.append((identity, frame))
+            return
         try:
-            self.socket.send_multipart((identity, frame), zmq.NOBLOCK)
+            self.socket.send(identity, _SNDMORE_NOBLOCK)
+            self.socket.send(frame, _NOBLOCK)
         except zmq.Again:
             log.warning("send queue full for peer %s; frame dropped", identity.hex())
 
