@@ -17,12 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import bats.common
 import msgpack
 import psutil
 import pytest
 import zmq
-
-import bats.common
 from bats.common.protocol import OUTPUT_TAIL_BYTES, WORKER_TYPES, decode, encode
 
 pytestmark = pytest.mark.timeout(30)
@@ -194,12 +193,15 @@ def test_hello_fields_and_ask_two_after_welcome(master: FakeMaster, spawn: Any) 
 
 def test_bad_flags_exit_2(master: FakeMaster) -> None:
     for extra in (["--heartbeat", "abc"], ["--slowdown", "0"], ["--bogus"]):
-        done = subprocess.run(worker_argv(master.endpoint, *extra), capture_output=True, timeout=10)
+        done = subprocess.run(worker_argv(master.endpoint, *extra), check=False, capture_output=True, timeout=10)
         assert done.returncode == 2, extra
     done = subprocess.run([sys.executable, "-m", "bats.worker", "--master", master.endpoint],
-                          capture_output=True, timeout=10)
+                          check=False, capture_output=True, timeout=10)
     assert done.returncode == 2
     assert b"--machine" in done.stderr
+    done = subprocess.run(worker_argv("tcp://127.0.0.1:notaport"), check=False, capture_output=True, timeout=10)
+    assert done.returncode == 2
+    assert b"notaport" in done.stderr
 
 
 def test_worker_imports_stay_light() -> None:

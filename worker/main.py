@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import logging
 import math
 import os
@@ -35,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import zmq
-
 from bats.common import __version__
 from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode, encode
@@ -48,6 +48,10 @@ BYE_LINGER_MS = 1000  # how long the final ``bye`` may take to leave
 PARENT_CHECK_S = 0.5  # with --exit-with-parent, the longest the loop sleeps between checks
 NO_SIGCHLD_POLL_S = 0.05  # without signal wake-ups (not the main thread): poll a running task
 MAX_FRAMES_PER_WAKE = 10_000  # socket frames handled before the pipes get a turn
+
+
+class BadEndpoint(ValueError):
+    """The ``--master`` endpoint is not one ZeroMQ can connect to."""
 
 
 @dataclass
@@ -154,19 +158,17 @@ class Worker:
         sock.setsockopt(zmq.LINGER, 0)
         try:
             sock.connect(self.opts.master)
-        except zmq.ZMQError:
+        except zmq.ZMQError as exc:
             sock.close()
-            raise
+            raise BadEndpoint(f"cannot connect to master endpoint {self.opts.master!r}: {exc}") from None
         self._sock = sock
         self._poller.register(sock, zmq.POLLIN)
 
     def _close_socket(self, linger_ms: int = 0) -> None:
         if self._sock is None:
             return
-        try:
+        with contextlib.suppress(KeyError):
             self._poller.unregister(self._sock)
-        except KeyError:
-            pass
         self._sock.close(linger=linger_ms)
         self._sock = None
 
@@ -343,10 +345,8 @@ class Worker:
         for signum, handler in self._old_handlers.items():
             signal.signal(signum, handler)
         signal.set_wakeup_fd(self._old_wakeup)
-        try:
+        with contextlib.suppress(KeyError):
             self._poller.unregister(self._wake_r)
-        except KeyError:
-            pass
         os.close(self._wake_r)
         os.close(self._wake_w)
         self._signals = False
@@ -425,6 +425,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         return Worker(options).run()
-    except zmq.ZMQError as exc:
-        log.error("cannot use master endpoint %s: %s", args.master, exc)
+    except BadEndpoint as exc:
+        log.error("%s", exc)
         return 2

@@ -6,7 +6,7 @@ and reads them non-blockingly, keeping only the last ``OUTPUT_TAIL_BYTES`` of ea
 worker calls :meth:`TaskRun.step` on every loop iteration; it notices the exit (``Popen.poll``),
 enforces the timeout (SIGKILL to the whole group), stops waiting for end-of-file 0.5 s after the
 exit (a backgrounded grandchild may hold a pipe open), kills whatever is left of the group, and
-then keeps the task "running" until ``slowdown × runtime`` has passed, which is how a slower
+then keeps the task "running" until ``slowdown x runtime`` has passed, which is how a slower
 cloud machine is emulated (seed 000 §4.1). Nothing here blocks or sleeps: every wait is a
 deadline the worker folds into its poll timeout (:meth:`TaskRun.next_deadline`).
 
@@ -16,6 +16,7 @@ real seconds and the result reports ``runtime_s = timeout_s``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -23,7 +24,6 @@ import subprocess
 from typing import IO, Any
 
 import zmq
-
 from bats.common.protocol import OUTPUT_TAIL_BYTES
 
 log = logging.getLogger("bats.worker")
@@ -36,12 +36,6 @@ TIMEOUT_EXIT = -signal.SIGKILL
 
 class TaskRun:
     """A task from the master: its process, output tails, deadlines and (once done) its result."""
-
-    __slots__ = (
-        "task", "attempt", "command", "timeout_s", "slowdown", "proc", "started", "kill_at",
-        "ended", "exited_at", "returncode", "timed_out", "report_at", "runtime_s",
-        "stdout", "stderr", "_pipes", "_poller",
-    )
 
     def __init__(self, task: int, attempt: int, command: str, timeout_s: float | None,
                  slowdown: float = 1.0) -> None:
@@ -166,10 +160,8 @@ class TaskRun:
         """SIGKILL the task's whole process group (the command and everything it started)."""
         if self.proc is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def abort(self) -> None:
         """Kill the task and release its pipes, without a result (the worker is leaving)."""
@@ -212,8 +204,6 @@ class TaskRun:
     def _close(self, fd: int) -> None:
         pipe, _ = self._pipes.pop(fd)
         if self._poller is not None:
-            try:
+            with contextlib.suppress(KeyError):
                 self._poller.unregister(fd)
-            except KeyError:
-                pass
         pipe.close()
