@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from bats.common.durations import parse_duration
 
@@ -102,12 +104,18 @@ def _convert(kind: str, value: Any) -> Any:
         if value < (1 if kind == "count" else 0):
             raise ValueError(f"must be at least {1 if kind == 'count' else 0}, got {value}")
         return value
-    if kind in ("money", "float"):
+    if kind in ("money", "float", "factor"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"expected a number, got {value!r}")
-        if not math.isfinite(value) or value < 0:
+        try:
+            number = float(value)
+        except OverflowError:  # TOML integers are unbounded
+            number = math.inf
+        if kind == "factor" and not (math.isfinite(number) and number > 0):
+            raise ValueError(f"must be a finite number > 0, got {value!r}")
+        if not math.isfinite(number) or number < 0:
             raise ValueError(f"must be a finite number >= 0, got {value!r}")
-        return float(value)
+        return number
     if kind == "bool":
         if not isinstance(value, bool):
             raise ValueError(f"expected true or false, got {value!r}")
@@ -121,16 +129,24 @@ def _convert(kind: str, value: Any) -> Any:
     raise AssertionError(f"unknown option kind {kind}")
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")  # TOML bare keys
+
+
+def _name(key: str) -> str:
+    """A key or table name as the message shows it: quoted unless plain, so it stays one line."""
+    return key if _PLAIN_NAME.fullmatch(key) else repr(key)
+
+
 def _read_table(source: str, table: str, raw: dict[str, Any], spec: OptionSpec) -> dict[str, Any]:
     values = {}
     for key, value in raw.items():
         if key not in spec:
             known = ", ".join(sorted(spec))
-            raise ConfigError(f"{source}: [{table}] {key}: unknown key (known keys: {known})")
+            raise ConfigError(f"{source}: [{table}] {_name(key)}: unknown key (known keys: {known})")
         try:
             values[key] = _convert(spec[key][0], value)
         except ValueError as exc:
-            raise ConfigError(f"{source}: [{table}] {key}: {exc}") from None
+            raise ConfigError(f"{source}: [{table}] {_name(key)}: {exc}") from None
     return values
 
 
@@ -143,19 +159,26 @@ def load_config(
     source = str(path)
     try:
         with open(path, "rb") as handle:
-            doc = tomllib.load(handle)
+            data = handle.read()
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:  # its message already carries "(at line L, column C)"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{source}:{line}: not valid UTF-8 (byte {data[exc.start]:#04x})") from None
+    try:
+        doc = tomllib.loads(text)
+    except ValueError as exc:  # TOMLDecodeError's message already carries "(at line L, column C)";
+        # a plain ValueError comes from an integer too long to convert
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{source}: not valid UTF-8") from None
     for key in doc:
         if key not in ("master", "clusters"):
-            raise ConfigError(f"{source}: {key}: unknown top-level table (expected [master] and [clusters.NAME])")
+            raise ConfigError(f"{source}: [{_name(key)}]: unknown top-level table "
+                              "(expected [master] and [clusters.NAME])")
     master_raw = doc.get("master", {})
     if not isinstance(master_raw, dict):
-        raise ConfigError(f"{source}: master: must be a table")
+        raise ConfigError(f"{source}: [master]: must be a table")
     values = _read_table(source, "master", master_raw, _MASTER_KEYS)
     master = MasterConfig(
         listen=values.get("listen"),
@@ -164,6 +187,9 @@ def load_config(
         liveness_s=values.get("liveness", 15.0),
         boot_timeout_s=values.get("boot_timeout", 600.0),
     )
+    for key in ("heartbeat", "boot_timeout"):
+        if key in values and values[key] <= 0:
+            raise ConfigError(f"{source}: [master] {key}: must be longer than 0 seconds")
     if master.liveness_s <= master.heartbeat_s:
         raise ConfigError(f"{source}: [master] liveness: must be longer than heartbeat ({master.heartbeat_s:g}s)")
     clusters_raw = doc.get("clusters")
@@ -171,12 +197,15 @@ def load_config(
         raise ConfigError(f"{source}: clusters: no [clusters.NAME] table; define at least one cluster")
     clusters = {}
     for name, raw in clusters_raw.items():
-        table = f"clusters.{name}"
+        table = f"clusters.{_name(name)}"
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: [{table}]: must be a table")
-        provisioner = raw.get("provisioner")
-        if not isinstance(provisioner, str) or not provisioner:
+        if "provisioner" not in raw:
             raise ConfigError(f"{source}: [{table}] provisioner: required (for example \"local\")")
+        provisioner = raw["provisioner"]
+        if not isinstance(provisioner, str) or not provisioner:
+            raise ConfigError(f"{source}: [{table}] provisioner: expected a provisioner name such as "
+                              f"\"local\", got {provisioner!r}")
         try:
             extra = provisioner_options(provisioner)
         except KeyError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -13,7 +14,10 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a duration, got {value!r}")
     if isinstance(value, (int, float)):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int too large for a float (TOML integers are unbounded)
+            raise ValueError("a duration must be a finite number of seconds >= 0, got a number too large") from None
     elif isinstance(value, str):
         match = _DURATION.match(value)
         if not match:
@@ -21,7 +25,7 @@ def parse_duration(value: object) -> float:
         seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     else:
         raise ValueError(f"expected a duration, got {type(value).__name__}")
-    if seconds < 0 or seconds != seconds or seconds == float("inf"):
+    if seconds < 0 or not math.isfinite(seconds):
         raise ValueError(f"a duration must be a finite number of seconds >= 0, got {value!r}")
     return seconds
 

@@ -72,6 +72,16 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "unknown": {},
     "stop": {"reason": _STR},
 }
+# numeric fields whose values must also be sane: (field, lowest, highest); NaN never passes
+_ID_MAX = 2**62  # task ids and attempts must fit SQLite's 64-bit integers with room to spare
+RANGES: dict[str, tuple[tuple[str, float, float], ...]] = {
+    "ask": (("n", 0, 16),),
+    "result": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX), ("exit_code", -1024, 1024),
+               ("runtime_s", 0.0, 1e9)),
+    "hello": (("cpus", 0, 1 << 20),),
+    "task": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX), ("timeout_s", 0.0, 1e9)),
+    "welcome": (("heartbeat_s", 0.0, 1e6), ("liveness_s", 0.0, 1e6)),
+}
 WORKER_TYPES = frozenset({"hello", "ask", "result", "heartbeat", "bye"})
 MASTER_TYPES = frozenset({"welcome", "task", "wait", "heartbeat", "unknown", "stop"})
 
@@ -101,11 +111,11 @@ def decode(frame: bytes, allowed: frozenset[str]) -> dict[str, Any]:
     if not isinstance(msg, dict):
         raise ProtocolError(f"expected a map, got {type(msg).__name__}")
     version = msg.get("v")
-    if version != VERSION:
-        raise ProtocolError(f"protocol version {version!r} is not {VERSION}")
+    if type(version) is not int or version != VERSION:  # not True, not 1.0
+        raise ProtocolError(f"protocol version {_short(version)} is not {VERSION}")
     msg_type = msg.get("type")
     if not isinstance(msg_type, str) or msg_type not in allowed:
-        raise ProtocolError(f"unknown message type {msg_type!r}")
+        raise ProtocolError(f"unknown message type {_short(msg_type)}")
     for field, types in SCHEMAS[msg_type].items():
         if field not in msg:
             raise ProtocolError(f"{msg_type}: missing field {field!r}")
@@ -113,7 +123,17 @@ def decode(frame: bytes, allowed: frozenset[str]) -> dict[str, Any]:
         # bool is an int subclass; keep the two apart so True never becomes a task id
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise ProtocolError(f"{msg_type}: field {field!r} has type {type(value).__name__}")
+    for field, low, high in RANGES.get(msg_type, ()):
+        value = msg[field]
+        if value is not None and not low <= value <= high:  # also false for NaN
+            raise ProtocolError(f"{msg_type}: field {field!r} out of range [{low}, {high}]")
     return msg
+
+
+def _short(value: Any) -> str:
+    """A peer's value in an error message: a bounded repr, so a hostile frame cannot flood the log."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def text_of(blob: bytes | str) -> str:

@@ -66,4 +66,9 @@ def load_bag(path: str | Path) -> Bag:
             append(number)
     if not task_ids:
         raise BagError(f"{name}:{len(lines)}: the bag holds no tasks (only blank or # lines)")
-    return Bag(path=name, lines=lines, task_ids=task_ids, sha256=hashlib.sha256(data).hexdigest())
+    # The hash is that of the file as the run keeps it (STATE_DIR/bag.txt: no BOM, a final newline),
+    # so the original, with or without its last newline, still matches the copy on --resume.
+    digest = hashlib.sha256(data)
+    if not data.endswith(b"\n"):
+        digest.update(b"\n")
+    return Bag(path=name, lines=lines, task_ids=task_ids, sha256=digest.hexdigest())

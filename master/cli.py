@@ -17,8 +17,9 @@ import secrets
 import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import Any, NoReturn
 
 from bats.common import __version__
 from bats.common.config import Config, ConfigError, default_config, load_config
@@ -33,6 +34,13 @@ class UsageError(Exception):
     """Bad input: printed as one line, exit 2."""
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line and exit 2, like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
 def _duration_arg(text: str) -> float:
     try:
         return parse_duration(text)
@@ -41,7 +49,7 @@ def _duration_arg(text: str) -> float:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _ArgumentParser(
         prog="bats-master",
         description="Run a bag of shell tasks (one per line) on local or rented machines.",
         epilog="Other commands: 'bats-master results --help'.",
@@ -64,7 +72,7 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _results_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bats-master results", description="Export task results from a run's journal.")
+    p = _ArgumentParser(prog="bats-master results", description="Export task results from a run's journal.")
     p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
     p.add_argument("--failed", action="store_true", help="only tasks that failed")
     p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
@@ -107,8 +115,11 @@ def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
     return settings
 
 
-def _prepare(args: argparse.Namespace):
-    """Open or create the run: returns (journal, bag, config, settings)."""
+def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
+    """Open or create the run: returns (journal, bag, config, settings, bind(config)).
+
+    On a new run everything is checked and ``bind`` (the master's socket) is called before anything
+    is written to the state dir, so bad input never leaves a half-started run behind."""
     from bats.master.journal import Journal
 
     state_dir = Path(args.state_dir)
@@ -116,19 +127,24 @@ def _prepare(args: argparse.Namespace):
     config_copy = state_dir / "config.toml"
     if args.resume:
         journal = Journal.open(state_dir)
-        settings = _settings(args, journal.meta.get("settings"))
-        bag = load_bag(bag_copy)
-        if args.bag is not None and load_bag(args.bag).sha256 != bag.sha256:
+        try:
+            settings = _settings(args, journal.meta.get("settings"))
+            bag = load_bag(bag_copy)
+            if args.bag is not None and load_bag(args.bag).sha256 != bag.sha256:
+                raise UsageError(f"{args.bag}: differs from the bag of the run in {state_dir}; "
+                                 "resume without --bag, or start a new run with another --state-dir")
+            if args.config is not None:
+                raise UsageError("--config cannot change on --resume; the run keeps the config it started with")
+            if config_copy.exists():
+                config = _load_config(str(config_copy), args.workers)
+            else:
+                config = _load_config(None, settings.get("workers"))
+            bound = bind(config)
+        except BaseException:
             journal.close()
-            raise UsageError(f"{args.bag}: differs from the bag of the run in {state_dir}; "
-                             "resume without --bag, or start a new run with another --state-dir")
-        if args.config is not None:
-            journal.close()
-            raise UsageError("--config cannot change on --resume; the run keeps the config it started with")
-        config = _load_config(str(config_copy) if config_copy.exists() else None,
-                              None if config_copy.exists() else settings.get("workers"))
-        return journal, bag, config, settings
-    if args.bag is None:
+            raise
+        return journal, bag, config, settings, bound
+    if not args.bag:
         raise UsageError("--bag FILE is required (or --resume to continue a run)")
     bag = load_bag(args.bag)
     settings = _settings(args)
@@ -136,14 +152,24 @@ def _prepare(args: argparse.Namespace):
     if (state_dir / "journal.sqlite").exists():
         raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
                          "or choose another --state-dir")
+    if state_dir.exists() and not state_dir.is_dir():
+        raise UsageError(f"{state_dir}: cannot use as --state-dir: a file is in the way")
+    bound = bind(config)
     meta = {"bag_path": os.path.abspath(args.bag), "bag_sha256": bag.sha256, "tasks": len(bag),
             "config_path": os.path.abspath(args.config) if args.config else None,
             "settings": settings, "started_at": time.time(), "version": __version__}
+    # The copies go first: once the journal exists, --resume relies on them.
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        bag_copy.write_bytes(b"\n".join(bag.lines) + b"\n")
+        if args.config:
+            shutil.copyfile(args.config, config_copy)
+        else:  # left by an earlier start that failed; --resume would take it for this run's config
+            config_copy.unlink(missing_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{state_dir}: cannot write the state dir: {exc.strerror or exc}") from None
     journal = Journal.create(state_dir, secrets.token_hex(8), meta)
-    bag_copy.write_bytes(b"\n".join(bag.lines) + b"\n")
-    if args.config:
-        shutil.copyfile(args.config, config_copy)
-    return journal, bag, config, settings
+    return journal, bag, config, settings, bound
 
 
 def _endpoints(config: Config) -> tuple[str, str | None]:
@@ -153,22 +179,29 @@ def _endpoints(config: Config) -> tuple[str, str | None]:
     return listen, config.master.advertise
 
 
+def _bind(config: Config):
+    from bats.master.server import bind_router
+
+    listen, _advertise = _endpoints(config)
+    try:
+        return bind_router(listen)
+    except Exception as exc:
+        raise UsageError(f"{config.source}: [master] listen: cannot bind {listen}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
+    journal, bag, config, settings, (_context, sock, bound) = _prepare(args, _bind)
+    # imported only now, so that bad input is reported without loading the runtime
     from bats import provisioners
     from bats.master.core import Core
     from bats.master.progress import ProgressView
     from bats.master.report import build_report, summary, write_report
-    from bats.master.server import Server, bind_router
+    from bats.master.server import Server
     from bats.provisioners.base import Bootstrap
 
-    journal, bag, config, settings = _prepare(args)
     with journal:
         finished = journal.finished_tasks()
-        listen, advertise = _endpoints(config)
-        try:
-            _context, sock, bound = bind_router(listen)
-        except Exception as exc:
-            raise UsageError(f"{config.source}: [master] listen: cannot bind {listen}: {exc}") from None
+        _listen, advertise = _endpoints(config)
         if advertise is None:
             advertise = bound.replace("0.0.0.0", _host_address())
         session = journal.add_session(time.time())
@@ -230,11 +263,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _run_parser().parse_args(argv)
         _setup_logging(args.verbose, args.quiet)
         return run(args)
-    except (UsageError, BagError, ConfigError) as exc:
-        print(f"bats-master: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except JournalError as exc:
-        print(f"bats-master: error: {exc}", file=sys.stderr)
+    except (UsageError, BagError, ConfigError, JournalError) as exc:
+        # one line, whatever the message quotes (a file name may hold a newline)
+        message = str(exc).replace("\r", "\\r").replace("\n", "\\n")
+        print(f"bats-master: error: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("bats-master: interrupted", file=sys.stderr)

@@ -28,7 +28,7 @@ _STATES = {None: MachineState.RUNNING}
 
 class LocalProvisioner(Provisioner):
     OPTIONS: ClassVar[OptionSpec] = {
-        "slowdown": ("float", 1.0),
+        "slowdown": ("factor", 1.0),
         "startup": ("duration", 0.0),
         "noop": ("bool", False),  # benchmarks only: workers skip the command and report at once
     }
