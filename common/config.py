@@ -42,6 +42,7 @@ class MasterConfig:
     heartbeat_s: float = 2.0
     liveness_s: float = 15.0
     boot_timeout_s: float = 600.0
+    prefetch: int = 1  # tasks a worker holds beyond the one it runs
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ _MASTER_KEYS = {
     "heartbeat": ("duration", 2.0),
     "liveness": ("duration", 15.0),
     "boot_timeout": ("duration", 600.0),
+    "prefetch": ("int", 1),
 }
 _CLUSTER_KEYS = {
     "provisioner": ("str", None),
@@ -186,7 +188,10 @@ def load_config(
         heartbeat_s=values.get("heartbeat", 2.0),
         liveness_s=values.get("liveness", 15.0),
         boot_timeout_s=values.get("boot_timeout", 600.0),
+        prefetch=values.get("prefetch", 1),
     )
+    if master.prefetch > 15:
+        raise ConfigError(f"{source}: [master] prefetch: must be at most 15, got {master.prefetch}")
     for key in ("heartbeat", "boot_timeout"):
         if key in values and values[key] <= 0:
             raise ConfigError(f"{source}: [master] {key}: must be longer than 0 seconds")

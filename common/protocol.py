@@ -13,7 +13,8 @@ Worker -> master
   heartbeat  -                                                 sent when nothing else was sent lately
   bye        reason                                            the worker is leaving
 Master -> worker
-  welcome    machine, heartbeat_s, liveness_s                  answer to hello
+  welcome    machine, heartbeat_s, liveness_s, prefetch        answer to hello; the worker may
+                                                               hold 1 + prefetch tasks
   task       task, attempt, command, timeout_s
   wait       -                                                 nothing to hand out right now
   heartbeat  -
@@ -66,7 +67,7 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "heartbeat": {},
     "bye": {"reason": _STR},
     # master -> worker
-    "welcome": {"machine": _STR, "heartbeat_s": _NUM, "liveness_s": _NUM},
+    "welcome": {"machine": _STR, "heartbeat_s": _NUM, "liveness_s": _NUM, "prefetch": _INT},
     "task": {"task": _INT, "attempt": _INT, "command": _STR, "timeout_s": _OPT_NUM},
     "wait": {},
     "unknown": {},
@@ -80,7 +81,7 @@ RANGES: dict[str, tuple[tuple[str, float, float], ...]] = {
                ("runtime_s", 0.0, 1e9)),
     "hello": (("cpus", 0, 1 << 20),),
     "task": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX), ("timeout_s", 0.0, 1e9)),
-    "welcome": (("heartbeat_s", 0.0, 1e6), ("liveness_s", 0.0, 1e6)),
+    "welcome": (("heartbeat_s", 0.0, 1e6), ("liveness_s", 0.0, 1e6), ("prefetch", 0, 15)),
 }
 WORKER_TYPES = frozenset({"hello", "ask", "result", "heartbeat", "bye"})
 MASTER_TYPES = frozenset({"welcome", "task", "wait", "heartbeat", "unknown", "stop"})

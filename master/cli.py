@@ -209,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
                               heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"))
         plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
         core = Core(bag.task_ids, config.clusters, random.Random(settings["seed"]), retries=settings["retries"],
-                    boot_timeout_s=config.master.boot_timeout_s, finished=finished)
+                    boot_timeout_s=config.master.boot_timeout_s, finished=finished,
+                    max_held=1 + config.master.prefetch)
         if finished:
             logging.getLogger(__name__).warning(
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,

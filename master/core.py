@@ -16,7 +16,7 @@ release everything when the bag is done.
 
 Task hand-out: tasks are handed out randomly chosen, first-come first-served, to workers that
 ask. The bag of pending task ids is an array; a dispatch swaps a random element with the last one
-and pops it, O(1). A worker holds at most ``MAX_HELD`` tasks (one running, one prefetched). A
+and pops it, O(1). A worker holds at most ``max_held`` tasks (by default one running, one prefetched). A
 machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
 timeout) is retried up to ``retries`` times, preferably on another machine.
 """
@@ -32,7 +32,7 @@ from typing import Iterable, Union
 
 from bats.common.config import ClusterConfig
 
-MAX_HELD = 2  # tasks a worker may hold: the running one plus one prefetched
+DEFAULT_MAX_HELD = 2  # tasks a worker may hold: the running one plus one prefetched
 
 
 # ---------------------------------------------------------------- events (past tense)
@@ -210,7 +210,9 @@ class Core:
         retries: int = 0,
         boot_timeout_s: float = 600.0,
         finished: dict[int, str] | None = None,
+        max_held: int = DEFAULT_MAX_HELD,
     ) -> None:
+        self.max_held = max_held
         self.clusters = clusters
         self.rng = rng
         self.retries = retries
@@ -332,7 +334,7 @@ class Core:
         machine = self.machines.get(ev.machine)
         if machine is None or machine.state is not MachineState.UP:
             return []
-        machine.wanted = min(MAX_HELD - len(machine.held), machine.wanted + max(0, ev.n))
+        machine.wanted = min(self.max_held - len(machine.held), machine.wanted + max(0, ev.n))
         return self._feed(machine)
 
     def _on_task_finished(self, ev: TaskFinished) -> list[Action]:
@@ -372,7 +374,7 @@ class Core:
             actions.extend(self._finish_if_complete(ev.now))
             return actions
         if ev.ask:
-            machine.wanted = min(MAX_HELD - len(machine.held), machine.wanted + 1)
+            machine.wanted = min(self.max_held - len(machine.held), machine.wanted + 1)
         actions.extend(self._feed(machine))
         return actions
 

@@ -214,7 +214,8 @@ class Server:
         self.peer_of[machine_id] = peer
         log.info("%s joined from %s (%d cpus, worker %s)", machine_id, msg["host"], msg["cpus"], msg["version"])
         self._send(identity, encode("welcome", machine=machine_id, heartbeat_s=self.config.master.heartbeat_s,
-                                    liveness_s=self.config.master.liveness_s))
+                                    liveness_s=self.config.master.liveness_s,
+                                    prefetch=self.config.master.prefetch))
         self._feed(c.MachineUp(time.time(), machine_id))
 
     def _forget(self, peer: _Peer) -> None:

@@ -267,3 +267,10 @@ def test_every_task_gets_exactly_one_final_result(n_tasks, seed, script):
 def test_pending_bag_holds_every_task_once(n):
     core = make_core(tasks=range(1, n + 1))
     assert sorted(core._pending) == list(range(1, n + 1))
+
+
+def test_deeper_prefetch_lets_a_worker_hold_more_tasks():
+    core = make_core(tasks=range(1, 11), max_held=4)
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    assert len(core.handle(c.WorkerAsked(0.0, "m1", n=9))) == 4

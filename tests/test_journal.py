@@ -118,7 +118,6 @@ def test_a_task_recorded_twice_keeps_one_row(tmp_path: Path) -> None:
         journal.flush()
         _result(journal, 7, "done", attempts=3, stdout=b"third")
         _result(journal, 7, "done", attempts=4, stdout=b"fourth")
-    assert _count(tmp_path, "results") == 1
     with Journal.open(tmp_path) as journal:
         rows = list(journal.results())
     assert len(rows) == 1

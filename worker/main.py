@@ -43,7 +43,7 @@ from bats.worker.task import TaskRun
 
 log = logging.getLogger("bats.worker")
 
-SLOTS = 2  # tasks held at most: one running, one prefetched
+SLOTS = 2  # tasks held at most until the master's welcome says otherwise: one running, one prefetched
 BYE_LINGER_MS = 1000  # how long the final ``bye`` may take to leave
 PARENT_CHECK_S = 0.5  # with --exit-with-parent, the longest the loop sleeps between checks
 NO_SIGCHLD_POLL_S = 0.05  # without signal wake-ups (not the main thread): poll a running task
@@ -80,6 +80,7 @@ class Worker:
         self._own_ctx = context is None
         self._sock: zmq.Socket | None = None
         self._poller = zmq.Poller()
+        self.slots = SLOTS
         self._welcomed = False
         self._last_sent = 0.0
         self._last_recv = 0.0
@@ -243,6 +244,7 @@ class Worker:
                 setattr(self, name, value)
             else:
                 log.warning("ignored welcome %s=%r", name, msg[name])
+        self.slots = 1 + msg["prefetch"]
         if self._welcomed:
             log.debug("welcome while already welcomed; nothing more to ask")
             return
@@ -252,7 +254,7 @@ class Worker:
         pending, self._pending = self._pending, []
         for fields in pending:  # the slots these tasks held are asked for below
             self._send(encode("result", ask=False, **fields), now)
-        free = SLOTS - self._held()
+        free = self.slots - self._held()
         if free > 0:
             self._send(encode("ask", n=free), now)
 
@@ -265,7 +267,7 @@ class Worker:
         if self._running is None:
             self._start(run, now)
         else:
-            if self._held() >= SLOTS:
+            if self._held() >= self.slots:
                 log.warning("task %d arrived with %d tasks held; queueing it anyway", run.task, self._held())
             self._queue.append(run)
 
