@@ -274,3 +274,13 @@ def test_deeper_prefetch_lets_a_worker_hold_more_tasks():
     core.handle(c.RunStarted(0.0))
     up(core, "m1")
     assert len(core.handle(c.WorkerAsked(0.0, "m1", n=9))) == 4
+
+
+def test_importing_the_core_loads_no_io_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, bats.master.core; "
+            "print(sorted(m for m in ('zmq', 'socket', 'subprocess', 'boto3', 'libcloud', 'sqlite3') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -228,3 +229,27 @@ def test_emulated_slow_cluster_stretches_runtimes(tmp_path):
     report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
     assert report["cost"]["total"] == pytest.approx(0.2)  # one begun ATU of one machine
     assert report["machines"][0]["atus"] == 1
+
+
+def test_silent_worker_is_lost_after_liveness_and_its_task_reruns(tmp_path):
+    config = tmp_path / "clusters.toml"
+    config.write_text('[master]\nheartbeat = "0.3s"\nliveness = "1.5s"\n\n'
+                      '[clusters.local]\nprovisioner = "local"\nmax = 2\n')
+    marks = tmp_path / "ran"
+    bag = write_bag(tmp_path / "tasks.txt", [f"echo {i} >> {marks}; sleep 1" for i in range(1, 7)])
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config)], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: marks.exists() and len(marks.read_text().split()) >= 2, 30, "tasks to start")
+        victim = workers_of(master.pid)[0]
+        victim.suspend()  # SIGSTOP: no heartbeats, no result
+        out, err = master.communicate(timeout=60)
+        with contextlib.suppress(psutil.NoSuchProcess):  # released (killed) by the master meanwhile
+            victim.resume()
+    finally:
+        master.kill()
+    assert master.returncode == 0, err
+    report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
+    assert report["tasks"]["done"] == 6
+    assert any(m["release_reason"].startswith("silent for") for m in report["machines"])
+    assert sorted(r["id"] for r in export(tmp_path / "bats-run")) == list(range(1, 7))
