@@ -28,6 +28,7 @@ from bats.master.bag import BagError, load_bag
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_STATE_DIR = "bats-run"
+log = logging.getLogger("bats.master")
 
 
 class UsageError(Exception):
@@ -199,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     from bats.master.server import Server
     from bats.provisioners.base import Bootstrap
 
-    with journal:
+    try:
         finished = journal.finished_tasks()
         _listen, advertise = _endpoints(config)
         if advertise is None:
@@ -212,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
                     boot_timeout_s=config.master.boot_timeout_s, finished=finished,
                     max_held=1 + config.master.prefetch)
         if finished:
-            logging.getLogger(__name__).warning(
+            log.warning(
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
                 len(finished), len(bag))
         view = None if args.quiet else ProgressView(len(bag), core.done + core.failed)
@@ -226,9 +227,28 @@ def run(args: argparse.Namespace) -> int:
             sock.close(linger=0)
         report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
         report_path = args.report or str(Path(args.state_dir) / "report.json")
-        write_report(report, report_path)
+        try:
+            write_report(report, report_path)
+        except OSError as exc:
+            log.error("cannot write the report %s: %s", report_path, exc.strerror or exc)
+            report_path = "(not written)"
+    finally:
+        saved = _close_journal(journal)
     print(summary(report, report_path))
-    return EXIT_OK if finish.status == "done" else EXIT_INCOMPLETE
+    return EXIT_OK if finish.status == "done" and saved else EXIT_INCOMPLETE
+
+
+def _close_journal(journal) -> bool:
+    """Commit and close; a failure (disk full) is reported, not raised: the report is already
+    written, and the tasks whose results were not saved run again after ``--resume``."""
+    from bats.master.journal import JournalError
+
+    try:
+        journal.close()
+    except JournalError as exc:
+        log.error("%s; those tasks run again after --resume", exc)
+        return False
+    return True
 
 
 def _host_address() -> str:

@@ -253,10 +253,6 @@ class Core:
         """Tasks without a final outcome (pending, retrying or in flight)."""
         return self.total - self.done - self.failed
 
-    @property
-    def in_flight(self) -> int:
-        return sum(len(m.held) for m in self.machines.values())
-
     def live_machines(self, cluster: str | None = None) -> list[Machine]:
         return [m for m in self.machines.values()
                 if m.state is not MachineState.GONE and (cluster is None or m.cluster == cluster)]

@@ -455,8 +455,7 @@ class Journal:
             message = f"{self._path}: {what}: disk full ({kept} results kept in memory, not yet saved)"
         else:
             message = f"{self._path}: {what}: {_one_line(exc)} ({kept} results kept in memory, not yet saved)"
-        log.error("%s", message)
-        return JournalError(message)
+        return JournalError(message)  # the caller decides whether and how to tell the operator
 
     # ------------------------------------------------------------------ reading
 

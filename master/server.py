@@ -23,7 +23,7 @@ from bats.common.config import Config
 from bats.common.protocol import MAX_FRAME_BYTES, WORKER_TYPES, ProtocolError, decode, encode
 from bats.master import core as c
 from bats.master.bag import Bag
-from bats.master.journal import Journal
+from bats.master.journal import Journal, JournalError
 from bats.provisioners.base import MachineHandle, MachineState, Provisioner
 
 log = logging.getLogger(__name__)
@@ -313,9 +313,21 @@ class Server:
             timers["snapshot"] = mono
             for machine in self.core.live_machines():
                 self._journal_machine(machine, now)
-        self.journal.flush()
+        self._flush_journal()
         if self.on_tick is not None:
             self.on_tick(self)
+
+    def _flush_journal(self) -> None:
+        """Commit the journal; if it cannot be written (disk full), stop the run cleanly: results
+        not committed stay in memory, and their tasks simply run again after ``--resume``."""
+        try:
+            self.journal.flush()
+        except JournalError as exc:
+            if self.stop_reason is None:
+                log.error("%s; stopping the run and releasing machines", exc)
+                self.stop_reason = "the journal could not be written"
+            else:
+                log.debug("journal still not writable: %s", exc)
 
     def _lose(self, machine_id: str, reason: str, now: float) -> None:
         self._feed(c.MachineLost(now, machine_id, reason))
@@ -373,7 +385,7 @@ class Server:
                 provisioner.close()
             except Exception as exc:
                 log.error("cluster %s: release at exit failed: %s", name, exc)
-        self.journal.flush()
+        self._flush_journal()
 
 
 def _as_bytes(blob: bytes | str) -> bytes:
