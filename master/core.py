@@ -16,7 +16,9 @@ release everything when the bag is done.
 
 Task hand-out: tasks are handed out randomly chosen, first-come first-served, to workers that
 ask. The bag of pending task ids is an array; a dispatch swaps a random element with the last one
-and pops it, O(1). A worker holds at most ``max_held`` tasks (by default one running, one prefetched). A
+and pops it, O(1). A worker holds at most ``max_held`` tasks (by default one running, one prefetched).
+Near the end of the bag a task is not prefetched to a busy worker while a worker with nothing to do
+(up, or still booting) could start it: a short task must not wait behind a long one. A
 machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
 timeout) is retried up to ``retries`` times, preferably on another machine.
 """
@@ -240,6 +242,7 @@ class Core:
         self._pending = pending
         self._retry: list[tuple[int, str]] = []  # (task, machine it failed on)
         self.machines: dict[str, Machine] = {}
+        self._live = 0  # machines not GONE; kept as a count because the hot path reads it
         self._hungry: dict[str, None] = {}  # machines waiting for work, in asking order
         self._lost_in_a_row: dict[str, int] = {name: 0 for name in clusters}
         self._requested: dict[str, int] = {name: 0 for name in clusters}  # Acquire sent, not yet answered
@@ -308,6 +311,7 @@ class Core:
     def _on_machine_acquired(self, ev: MachineAcquired) -> list[Action]:
         self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - 1)
         self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now)
+        self._live += 1
         return []
 
     def _on_acquire_failed(self, ev: AcquireFailed) -> list[Action]:
@@ -413,6 +417,7 @@ class Core:
 
     # ------------------------------------------------------------ helpers
     def _retire(self, machine: Machine, now: float, reason: str) -> None:
+        self._live -= 1
         machine.state = MachineState.GONE
         machine.released_at = now
         machine.release_reason = reason
@@ -447,6 +452,9 @@ class Core:
     def _feed(self, machine: Machine) -> list[Action]:
         actions: list[Action] = []
         while machine.wanted > 0:
+            if machine.held and self._better_left_for_an_idle_machine(machine):
+                self._hungry[machine.id] = None
+                return actions
             task = self._next_task(machine)
             if task is None:
                 self._hungry[machine.id] = None
@@ -459,6 +467,16 @@ class Core:
             actions.append(Dispatch(machine.id, task, attempt))
         self._hungry.pop(machine.id, None)
         return actions
+
+    def _better_left_for_an_idle_machine(self, machine: Machine) -> bool:
+        """Whether the tasks left are too few to prefetch one to this busy machine, because other
+        machines with nothing to run (or still booting) could start them at once."""
+        available = len(self._pending) + len(self._retry)
+        if available >= self._live:  # plenty left: the common case, decided in O(1)
+            return False
+        idle = sum(1 for m in self.machines.values()
+                   if m is not machine and m.state is not MachineState.GONE and not m.held)
+        return available <= idle
 
     def _feed_hungry(self) -> list[Action]:
         actions: list[Action] = []

@@ -284,3 +284,23 @@ def test_importing_the_core_loads_no_io_library():
             "print(sorted(m for m in ('zmq', 'socket', 'subprocess', 'boto3', 'libcloud', 'sqlite3') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_last_tasks_are_not_prefetched_to_a_busy_worker_while_another_is_idle():
+    core = make_core(tasks=(1, 2))
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    core.handle(c.MachineAcquired(0.0, "m2", "a"))  # still booting
+    first = core.handle(c.WorkerAsked(0.0, "m1", 2))
+    assert len(first) == 1  # the second task is left for m2
+    core.handle(c.MachineUp(1.0, "m2"))
+    (second,) = core.handle(c.WorkerAsked(1.0, "m2", 2))
+    assert {first[0].task, second.task} == {1, 2}
+
+
+def test_prefetch_is_used_while_tasks_outnumber_machines():
+    core = make_core(tasks=range(1, 10))
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    up(core, "m2")
+    assert len(core.handle(c.WorkerAsked(0.0, "m1", 2))) == 2
