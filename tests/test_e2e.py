@@ -257,10 +257,10 @@ def test_silent_worker_is_lost_after_liveness_and_its_task_reruns(tmp_path):
 
 @pytest.fixture
 def tiny_disk(tmp_path):
-    """A 700 KiB tmpfs, so the journal runs out of space mid-run (needs root, as in CI)."""
+    """A 2 MiB tmpfs, so the journal runs out of space mid-run (needs root, as in CI)."""
     mount_point = tmp_path / "tiny"
     mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=700k", "tmpfs", str(mount_point)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
@@ -269,7 +269,9 @@ def tiny_disk(tmp_path):
 
 
 def test_full_disk_stops_the_run_cleanly_with_the_journal_intact(tmp_path, tiny_disk):
-    bag = write_bag(tmp_path / "tasks.txt", [f"head -c 20000 /dev/zero | tr '\\0' x; echo {i}" for i in range(400)])
+    # 20 KB of output a task at about 40 tasks/s: each 0.2 s commit is small, the disk fills after a few
+    bag = write_bag(tmp_path / "tasks.txt",
+                    [f"sleep 0.05; head -c 20000 /dev/zero | tr '\\0' x; echo {i}" for i in range(400)])
     state = tiny_disk / "run"
     proc = run_master(["--bag", str(bag), "--workers", "2", "--state-dir", str(state),
                        "--report", str(tmp_path / "report.json")], tmp_path, timeout=120)
