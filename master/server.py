@@ -276,15 +276,7 @@ class Server:
         if peer is not None:
             self._send(peer.identity, encode("stop", reason=action.reason))
             self._forget(peer)
-        handle = self.handles.get(action.machine)
-        if handle is not None:
-            try:
-                self.provisioners[handle.cluster].release([handle])
-            except Exception as exc:
-                log.error("releasing %s failed: %s", action.machine, exc)
-        machine = self.core.machines.get(action.machine)
-        if machine is not None:
-            self._journal_machine(machine, time.time())
+        self._give_back(action.machine, time.time())
 
     def _do_ignore(self, action: c.IgnoreResult) -> None:
         log.info("ignored result of task %d from %s: %s", action.task, action.machine, action.reason)
@@ -333,12 +325,16 @@ class Server:
 
     def _lose(self, machine_id: str, reason: str, now: float) -> None:
         self._feed(c.MachineLost(now, machine_id, reason))
+        self._give_back(machine_id, now)
+
+    def _give_back(self, machine_id: str, now: float) -> None:
+        """Hand a machine back to its provisioner and journal its final figures."""
         handle = self.handles.get(machine_id)
         if handle is not None:
             try:
                 self.provisioners[handle.cluster].release([handle])
-            except Exception as exc:
-                log.error("releasing lost machine %s failed: %s", machine_id, exc)
+            except Exception as exc:  # a plugin's failure must not take the master down
+                log.error("releasing %s failed: %s", machine_id, exc)
         machine = self.core.machines.get(machine_id)
         if machine is not None:
             self._journal_machine(machine, now)
