@@ -1,0 +1,280 @@
+"""What the sampling phase learns: sample size, cross-cluster regression, per-cluster runtimes.
+
+Pure math, no I/O: the core feeds runtimes in and asks for numbers (seed 000 "BaTS", §2.1-2.2).
+
+How this works.
+
+* :func:`sample_size` is the paper's sample-size formula for sampling with replacement (§2.1,
+  seed lines ~199-208)::
+
+      n_s = ceil( N * z_a^2 / (z_a^2 + 2 * (N - 1) * Delta^2) )
+
+  with N the bag size, Delta the error level and z_a "related to the Gaussian cumulative
+  distribution function, usual values being z_0.90 = 1.65, z_0.95 = 1.96 and z_0.99 = 2.58".
+  Those are the *two-sided* standard-normal quantiles Phi^-1(1 - (1 - a)/2), computed here exactly
+  (1.6449, 1.9600, 2.5758) rather than taken from the rounded table. For N = 1000, a = 0.95,
+  Delta = 0.25 this gives 30; the bound for large N is ceil(z^2 / (2 Delta^2)) = 31 (Fig. 2).
+
+* :func:`fit_regression` fits the linear model of §2.2 (seed lines ~309-317),
+  ``t_k = beta0_{k,base} + beta1_{k,base} * t_base``, by ordinary least squares over the
+  ``REPLICATED_TASKS`` (n_lr = 7) tasks that ran on every cluster. :class:`Regression` translates
+  base runtimes to cluster k, back (``t_base = (t_k - beta0) / beta1``, seed line ~333) and
+  composes two fits into the k-from-j pair (seed lines ~341-347)::
+
+      beta0_{k,j} = beta0_{k,base} - beta1_{k,base} * beta0_{j,base} / beta1_{j,base}
+      beta1_{k,j} = beta1_{k,base} / beta1_{j,base}
+
+  (the flattened text reads "beta0_k,base - beta1_k,base x beta0_j,base  beta1_j,base"; we read
+  the lone last term as the denominator of the product, which is what substituting
+  t_base = (t_j - beta0_j)/beta1_j into t_k = beta0_k + beta1_k t_base gives).
+  :func:`complete_samples` turns the replicated runtimes plus the runtimes of the other sample
+  tasks (each seen on one cluster only) into one complete sample set per cluster.
+
+* :class:`RuntimeEstimate` is the per-cluster profiler of §2.1 (seed lines ~224-256): the mean
+  task runtime T_i is a *modified cumulative moving average* over the tasks done and the tasks
+  still running on the cluster::
+
+      T_i = ( sum_{k=1}^{tasks_running} tau_k  +  rt_done ) / ( tasks_running + tasks_done )
+
+  where rt_done is the total runtime of the done tasks and tau_k, for a task still running, is
+  its estimate tau_je from the tail of the sample distribution: with the sample runtimes sorted,
+  tau_1 <= ... <= tau_n, and k the first index with tau_k > tau_j (tau_j = the time elapsed since
+  the task was submitted)::
+
+      tau_je = ( sum_{m=k}^{n} tau_m ) / ( n - k + 1 )
+
+  i.e. the mean of the sample runtimes strictly longer than the elapsed time ("represent task j
+  as one of those from the tail of the sample's distribution"). Two readings the text leaves
+  open, decided here: (1) when no sample runtime exceeds the elapsed time the tail is empty; we
+  then estimate the task by its elapsed time, the only (lower) bound known; (2) the paper gives no
+  spread; ``sd_s`` is the sample standard deviation (n - 1 in the denominator) of the same values
+  the mean averages (done runtimes and the running tasks' tau_je).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+REPLICATED_TASKS = 7  # n_lr: tasks replicated on every cluster for the regression (§2.2)
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_ERROR = 0.25
+_EPS = 1e-9  # guards ceil() against float noise on an exact integer
+
+
+# ---------------------------------------------------------------- sample size (§2.1)
+def z_value(confidence: float) -> float:
+    """The two-sided standard-normal quantile for ``confidence``: 0.95 -> 1.95996."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def sample_size(n_tasks: int, confidence: float = DEFAULT_CONFIDENCE, error: float = DEFAULT_ERROR) -> int:
+    """n_s = ceil(N z^2 / (z^2 + 2 (N - 1) Delta^2)) (§2.1); never more than N, 0 for an empty bag."""
+    if n_tasks < 0:
+        raise ValueError(f"the number of tasks must be >= 0, got {n_tasks}")
+    if not error > 0.0:
+        raise ValueError(f"the error level must be > 0, got {error!r}")
+    if n_tasks == 0:
+        return 0
+    z2 = z_value(confidence) ** 2
+    n = n_tasks * z2 / (z2 + 2.0 * (n_tasks - 1) * error * error)
+    return min(n_tasks, math.ceil(n - _EPS))
+
+
+def sample_size_bound(confidence: float = DEFAULT_CONFIDENCE, error: float = DEFAULT_ERROR) -> int:
+    """The limit of n_s for a large bag, ceil(z^2 / (2 Delta^2)) (§2.1, Fig. 2)."""
+    if not error > 0.0:
+        raise ValueError(f"the error level must be > 0, got {error!r}")
+    return math.ceil(z_value(confidence) ** 2 / (2.0 * error * error) - _EPS)
+
+
+# ---------------------------------------------------------------- regression across clusters (§2.2)
+@dataclass(frozen=True, slots=True)
+class Regression:
+    """t_k = beta0 + beta1 * t_base: runtimes on cluster k from runtimes on the base cluster."""
+
+    beta0: float
+    beta1: float
+
+    def translate(self, t_base: float) -> float:
+        """The expected runtime on cluster k of a task that took ``t_base`` on the base cluster."""
+        return self.beta0 + self.beta1 * t_base
+
+    def to_base(self, t_k: float) -> float:
+        """The inverse, t_base = (t_k - beta0) / beta1 (§2.2)."""
+        if self.beta1 == 0.0:
+            raise ValueError("cannot translate back to the base cluster: the regression slope is 0 "
+                             "(runtimes on this cluster did not vary with the base cluster's)")
+        return (t_k - self.beta0) / self.beta1
+
+    def relative_to(self, other: Regression) -> Regression:
+        """The pair (beta0_{k,j}, beta1_{k,j}) predicting cluster k (``self``) from cluster j
+        (``other``), both fitted against the same base (§2.2)."""
+        if other.beta1 == 0.0:
+            raise ValueError("cannot relate two clusters through a base regression with slope 0")
+        return Regression(self.beta0 - self.beta1 * other.beta0 / other.beta1, self.beta1 / other.beta1)
+
+
+IDENTITY = Regression(0.0, 1.0)  # the base cluster against itself
+
+
+def fit_regression(base: Sequence[float], other: Sequence[float]) -> Regression:
+    """Least-squares beta0, beta1 of other = beta0 + beta1 * base over paired runtimes.
+
+    ``base[i]`` and ``other[i]`` are the runtimes of the same replicated task on the base cluster
+    and on cluster k. Raises ``ValueError`` for fewer than two pairs, unequal lengths, or base
+    runtimes that are all equal (the slope is then undetermined).
+    """
+    if len(base) != len(other):
+        raise ValueError(f"paired runtimes differ in length: {len(base)} on the base cluster, {len(other)} on the other")
+    n = len(base)
+    if n < 2:
+        raise ValueError(f"a regression needs at least 2 paired runtimes, got {n}")
+    mean_b = math.fsum(base) / n
+    mean_o = math.fsum(other) / n
+    sxx = math.fsum((b - mean_b) ** 2 for b in base)
+    sxy = math.fsum((b - mean_b) * (o - mean_o) for b, o in zip(base, other))
+    if sxx <= 1e-12 * max(1.0, mean_b * mean_b) * n:
+        raise ValueError("the base cluster's replicated runtimes are all equal: the regression slope is undetermined")
+    beta1 = sxy / sxx
+    return Regression(mean_o - beta1 * mean_b, beta1)
+
+
+def complete_samples(
+    base: str,
+    regressions: Mapping[str, Regression],
+    replicated: Mapping[str, Sequence[float]],
+    observed: Mapping[str, Sequence[float]],
+) -> dict[str, list[float]]:
+    """One complete sample set per cluster (§2.2).
+
+    ``regressions[k]`` predicts cluster k from ``base`` (``regressions[base]`` may be omitted: the
+    identity). ``replicated[k]`` are the runtimes of the replicated tasks measured on cluster k;
+    ``observed[k]`` are the runtimes of the other sample tasks, each of which ran on cluster k
+    only. A measured runtime is used as is on its own cluster; on every other cluster j it is
+    translated through the base, t_j = beta0_j + beta1_j * (t_k - beta0_k) / beta1_k. Translated
+    runtimes below 0 (a fit extrapolated far outside its points) are clipped to 0.
+    """
+    clusters = list(dict.fromkeys([base, *regressions, *replicated, *observed]))
+    fits = {name: (IDENTITY if name == base else regressions.get(name)) for name in clusters}
+    missing = [name for name, fit in fits.items() if fit is None]
+    if missing:
+        raise ValueError(f"no regression against {base!r} for cluster(s) {', '.join(map(repr, missing))}")
+    result: dict[str, list[float]] = {name: [] for name in clusters}
+    for name in clusters:
+        result[name].extend(float(t) for t in replicated.get(name, ()))
+    for source, runtimes in observed.items():
+        source_fit = fits[source]
+        assert source_fit is not None
+        for t in runtimes:
+            t_base = source_fit.to_base(float(t))
+            for target, fit in fits.items():
+                assert fit is not None
+                value = float(t) if target == source else max(0.0, fit.translate(t_base))
+                result[target].append(value)
+    return result
+
+
+# ---------------------------------------------------------------- per-cluster runtimes (§2.1)
+@dataclass(frozen=True, slots=True)
+class RuntimeStats:
+    """T_i (``mean_s``) and the spread of the values it averages, with what went into them."""
+
+    mean_s: float
+    sd_s: float
+    n_done: int
+    n_running: int
+
+
+class RuntimeEstimate:
+    """The modified cumulative moving average of one cluster's task runtimes (§2.1).
+
+    The *sample* is the ordered list of runtimes whose tail estimates a running task (tau_je);
+    *done* are the runtimes averaged into rt_done. A sample runtime is also a done runtime (the
+    sample tasks are the first tasks seen), so :meth:`add_sample` feeds both and
+    :meth:`add_finished` only the latter. Cost: O(log n) per running task per :meth:`stats`.
+    """
+
+    def __init__(self, sample: Iterable[float] = ()) -> None:
+        self._sample: list[float] = []
+        self._prefix: list[float] | None = [0.0]  # prefix sums of the sorted sample, rebuilt lazily
+        self._n_done = 0
+        self._mean_done = 0.0
+        self._m2_done = 0.0  # Welford: sum of squared deviations of the done runtimes
+        for runtime in sample:
+            self.add_sample(runtime)
+
+    @property
+    def n_done(self) -> int:
+        return self._n_done
+
+    @property
+    def sample(self) -> tuple[float, ...]:
+        """The sample runtimes, sorted ascending."""
+        return tuple(self._sample)
+
+    def add_sample(self, runtime: float) -> None:
+        """A sample task's runtime: it joins the tail distribution and counts as done."""
+        value = _runtime(runtime)
+        bisect.insort(self._sample, value)
+        self._prefix = None
+        self._add_done(value)
+
+    def add_finished(self, runtime: float) -> None:
+        """A task that finished on this cluster (rt_done grows; the sample does not)."""
+        self._add_done(_runtime(runtime))
+
+    def _add_done(self, value: float) -> None:
+        self._n_done += 1
+        delta = value - self._mean_done
+        self._mean_done += delta / self._n_done
+        self._m2_done += delta * (value - self._mean_done)
+
+    def tail_estimate(self, elapsed: float) -> float:
+        """tau_je: the mean of the sample runtimes longer than ``elapsed`` (``elapsed`` itself
+        when none is longer, see the module docstring)."""
+        elapsed = float(elapsed)
+        if self._prefix is None:
+            prefix = [0.0]
+            for value in self._sample:
+                prefix.append(prefix[-1] + value)
+            self._prefix = prefix
+        k = bisect.bisect_right(self._sample, elapsed)  # first index with tau_k > elapsed
+        n = len(self._sample)
+        if k == n:
+            return max(elapsed, 0.0)
+        return (self._prefix[n] - self._prefix[k]) / (n - k)
+
+    def stats(self, running_elapsed: Iterable[float] = ()) -> RuntimeStats:
+        """T_i and its spread, given the elapsed times of the tasks still running on the cluster.
+
+        Raises ``ValueError`` when nothing has been seen (no done and no running task).
+        """
+        estimates = [self.tail_estimate(e) for e in running_elapsed]
+        n_run = len(estimates)
+        n = self._n_done + n_run
+        if n == 0:
+            raise ValueError("no runtimes seen on this cluster yet")
+        if n_run == 0:
+            mean, m2 = self._mean_done, self._m2_done
+        else:
+            mean_run = math.fsum(estimates) / n_run
+            m2_run = math.fsum((e - mean_run) ** 2 for e in estimates)
+            # Chan et al.'s pairwise combination of two (count, mean, M2) summaries
+            delta = mean_run - self._mean_done
+            mean = (self._n_done * self._mean_done + n_run * mean_run) / n
+            m2 = self._m2_done + m2_run + delta * delta * self._n_done * n_run / n
+        sd = math.sqrt(max(m2, 0.0) / (n - 1)) if n > 1 else 0.0
+        return RuntimeStats(mean_s=mean, sd_s=sd, n_done=self._n_done, n_running=n_run)
+
+
+def _runtime(value: float) -> float:
+    runtime = float(value)
+    if not (math.isfinite(runtime) and runtime >= 0.0):
+        raise ValueError(f"a runtime must be a finite number >= 0, got {value!r}")
+    return runtime

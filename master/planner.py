@@ -1,0 +1,551 @@
+"""Budget estimates and schedules: the bounded-knapsack planner of seed 000 "BaTS" §2.3 and §4.3.
+
+Pure math, no I/O, no clock, no randomness. Input: per cluster its mean task runtime T_i (seconds,
+from :mod:`bats.master.estimate`), price c_i per ATU per machine, ATU length, optional minimum
+charge and maximum machine count A_i; and the number of tasks N.
+
+Estimates (§2.3, seed lines ~365-385). For a configuration {a_i}:
+
+    T_e = N / sum_i (a_i / T_i)                      (makespan, seconds)
+    B_e = sum_i a_i * c_i * u_i(T_e)                 (cost)
+    u_i(t) = ceil(max(t, min_charge_i) / atu_i)      (ATUs a machine of cluster i starts in t > 0)
+
+The paper assumes one ATU for all clusters, where B_e = ceil(T_e/ATU) * sum_i a_i c_i exactly as
+printed. Real clouds differ, so each cluster is billed in its own ATUs for the makespan; the
+scalar ``makespan_atu`` is ceil(T_e / ATU) for the *longest* ATU among the clusters in use (the
+paper's number when all ATUs agree) and ``atus`` gives u_i per cluster in use.
+
+Fastest configuration within a budget (the paper's modified bounded knapsack, seed lines
+~387-470): maximise the speed S = sum_i a_i/T_i subject to B_e <= B, 0 <= a_i <= A_i. The paper
+runs a 0-1 knapsack DP over the cost per ATU W = sum_i a_i c_i keeping the best speed P(W) per cost
+level, then filters the candidates (W, P(W)) by W * ceil(N / (ATU * P(W))) <= B and takes the
+fastest. We keep that idea and its exactness argument, in a form that also covers per-cluster
+ATUs and float prices:
+
+* Clusters are grouped by billing rule (atu, min_charge); within a group the cost is
+  W_g * u_g(T_e). For each group we build the exact frontier of (W_g, S_g): every configuration
+  of the group's clusters whose speed is strictly higher than that of every cheaper-per-ATU one.
+  The bounded items are split in binary (1, 2, 4, ..., rest machines: the 0-1 reduction the paper
+  cites) and merged one at a time, keeping only non-dominated points (Nemhauser-Ullmann lists):
+  the list replaces the DP table over all cost levels, with the same result P(W) at every level
+  where P improves.
+* Why this is exact: take any configuration a. Its group parts a_g lie on or below the frontier:
+  there is a frontier point with W'_g <= W_g and S'_g >= S_g. Using those, the total speed is no
+  lower, so T_e and every u_g(T_e) are no higher, and the cost sum_g W'_g u_g is no higher. So an
+  optimal (fastest-within-B) configuration and every Pareto point of (makespan, cost) is found
+  among the combinations of group frontier points; we evaluate those exactly and filter.
+* With one billing rule (the paper's setting) the candidates are that one frontier. With several,
+  they are the product of the group frontiers (capped at ``MAX_CANDIDATES``; ValueError beyond).
+* A cluster is never given more machines than there are tasks: A_i is taken as min(max_i, N).
+
+Complexity: sum_i ceil(log2(A_i + 1)) merges, each O(F log F) for a frontier of F points, where
+F <= min(prod_i (A_i + 1), 1 + sum_i A_i c_i / delta) (delta: the money resolution below) - in
+practice a few hundred to a few thousand points, against the paper's
+O(sum_i A_i * sum_i c_i A_i) table. Every query (fastest within B, Pareto set) is then O(F) over
+numpy arrays. Speeds are floats; two speeds within a relative 1e-12 count as equal.
+
+Money resolution: every price is turned into an integer number of units of 10^-k currency, with k
+the smallest in 0..9 for which all prices are whole (prices typed with up to 9 decimals are
+therefore exact; finer ones are rounded to 1e-9), divided by the prices' common divisor. Costs and
+budgets are compared in these integer units, so 1632 <= 0.85 * 1920 never fails on float noise; a
+budget is converted through its shortest decimal form and rounded down to a whole unit.
+
+The rounding problem (§2.3, seed lines ~480-560). For a configuration with makespan T_e a machine
+of cluster k is paid for M_k = u_k(T_e) * atu_k seconds (the paper's M ATUs), in which it runs on
+average n_k = floor(M_k / T_k) tasks; dN = N - sum_k a_k n_k. (M is the schedule's *output*
+makespan, the ATUs its configuration is paid for, not the possibly longer time floor(B / W) the
+budget would buy; Theorem 1's proof uses N <= sum_k a_k M / T_k, which holds for both.) Theorem 1: dN <= sum_k a_k (as
+M_k >= T_e it holds per cluster ATU too; tested as a property). When dN > 0:
+
+* case (a), the configuration does not yet use every machine of every cluster ("has not reached
+  the upper limit of machines on all participating types": we read "participating types" as all
+  configured clusters, so (32, 0) of S4-1 is case a): raise the budget in steps of 1 % of the
+  schedule's reference budget - B_min1 for the cheap schedules, B_fastest for the fast ones, as
+  in §4.3 "in 1% increments from 80% of B_fastest ... at 0.85*B_fastest" - and re-solve, until
+  dN <= 0 or the threshold (``max_raise``, 20 % of the reference by default; the paper names a
+  threshold but no value) is reached, or the solution uses every machine (no more money helps).
+  The cushion is the raise, B_i - B: Table 2 lists S3-4's Sched1 as B_min1 = $513 with a $11
+  cushion for the (0, 29) configuration found at 1.02 * B_min1 = $523.26 (the paper rounds up to
+  whole dollars; we keep the exact raise, $10.26).
+* case (b), every machine is in use, or case (a) found nothing within the threshold (then the
+  *original* configuration is kept): the cushion pays for running the dN tasks that do not fit,
+  one each on dN machines of the configuration (Theorem 1 guarantees there are enough), each
+  extended by the ATUs it needs to run one more task, ceil((n_k + 1) T_k / atu_k) - u_k (>= 1),
+  choosing the cheapest machines first. This is §4.3's S4-1 Sched4: dN = 3 on (32, 32) gives
+  "3 machines from cluster1 running for at most one more ATU", $9.
+
+The four schedules of §4.3 (seed lines ~1612-1645): B_min1 is "the budget needed for the bag's
+execution on 1 machine of the most profitable type"; we take the cluster whose single machine runs
+the bag for the least money, min_i c_i u_i(N T_i) (the most profitable by 1/(T_i c_i) up to ATU
+rounding). B_fastest is the cost of the configuration using all machines. The schedules are the
+fastest configurations within B_min1 ("cheapest"), 1.2 B_min1 ("+20%"), 0.8 B_fastest
+("fastest-20%") and B_fastest ("fastest"), each refined for dN as above. :func:`options` adds
+every Pareto-optimal configuration of (makespan_s, cost) ("pareto"); a Pareto option *is* a
+configuration (raising its budget would give another Pareto point), so its cushion is case (b)'s.
+Options that come out as the same configuration are merged (first label kept, the others in
+``also``), sorted by cost then makespan and numbered from 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+DEFAULT_MAX_RAISE = 0.2  # case (a) threshold, as a fraction of the schedule's reference budget
+RAISE_STEP = Fraction(1, 100)  # case (a) steps: 1 % of the reference budget
+MAX_CANDIDATES = 4_000_000  # product of group frontiers beyond which planning refuses
+_MAX_DECIMALS = 9
+_EPS = 1e-9  # ceil/floor guard against float noise on an exact integer
+_SPEED_TOL = 1e-12  # relative: speeds (and makespans) this close are equal
+_INT_LIMIT = 2**62
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPlan:
+    """One cluster as the planner sees it. ``mean_s`` is T_i; ``price`` is per ATU per machine."""
+
+    name: str
+    mean_s: float
+    price: float
+    atu_s: float = 3600.0
+    max: int = 1
+    min_charge_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.mean_s) and self.mean_s > 0):
+            raise ValueError(f"cluster {self.name!r}: mean runtime must be a finite number > 0, got {self.mean_s!r}")
+        if not (math.isfinite(self.price) and self.price >= 0):
+            raise ValueError(f"cluster {self.name!r}: price must be a finite number >= 0, got {self.price!r}")
+        if not (math.isfinite(self.atu_s) and self.atu_s > 0):
+            raise ValueError(f"cluster {self.name!r}: ATU must be > 0 seconds, got {self.atu_s!r}")
+        if not (math.isfinite(self.min_charge_s) and self.min_charge_s >= 0):
+            raise ValueError(f"cluster {self.name!r}: min_charge must be >= 0 seconds, got {self.min_charge_s!r}")
+        if isinstance(self.max, bool) or not isinstance(self.max, int) or self.max < 0:
+            raise ValueError(f"cluster {self.name!r}: max must be an integer >= 0, got {self.max!r}")
+
+    @classmethod
+    def from_config(cls, config: Any, mean_s: float, max_machines: int | None = None) -> ClusterPlan:
+        """From a :class:`bats.common.config.ClusterConfig` (``min_charge_s`` read if it has one)."""
+        return cls(name=config.name, mean_s=mean_s, price=config.price, atu_s=config.atu_s,
+                   max=config.max if max_machines is None else max_machines,
+                   min_charge_s=getattr(config, "min_charge_s", 0.0))
+
+    def units(self, seconds: float) -> int:
+        """u_i: ATUs a machine starts when it is up for ``seconds`` (0 for no time at all)."""
+        if seconds <= 0:
+            return 0
+        return math.ceil(max(seconds, self.min_charge_s) / self.atu_s - _EPS)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A configuration and what it is expected to take: T_e, B_e, dN."""
+
+    machines: dict[str, int]  # every cluster, 0 included
+    makespan_s: float  # T_e
+    makespan_atu: int  # ceil(T_e / longest ATU in use)
+    atus: dict[str, int]  # u_i per cluster in use
+    cost: float  # B_e
+    delta_n: int  # N - sum a_k floor(M_k / T_k); <= 0 means no rounding risk
+
+
+@dataclass(frozen=True)
+class Option:
+    """One proposed schedule (§4.3) or Pareto point; the report's ``options`` entries."""
+
+    id: int
+    label: str  # "cheapest", "+20%", "fastest-20%", "fastest", "pareto", or "budget"
+    machines: dict[str, int]
+    makespan_s: float
+    makespan_atu: int
+    cost: float  # B_e of ``machines``
+    cushion: float  # extra money beyond ``budget`` for the rounding problem (0: none needed)
+    budget: float  # the budget the schedule was planned for (a Pareto point: its cost)
+    delta_n: int  # dN of ``machines``
+    rounding: str  # "" (dN <= 0 from the start), "a" (budget raised), "b" (cushion pays dN tasks)
+    pareto: bool  # the configuration is Pareto-optimal in (makespan_s, cost)
+    also: tuple[str, ...] = ()  # other labels that produced the same configuration
+
+
+class Planner:
+    """All planning questions for one set of clusters and N tasks; builds the candidates once."""
+
+    def __init__(self, clusters: Sequence[ClusterPlan], n_tasks: int) -> None:
+        if isinstance(n_tasks, bool) or not isinstance(n_tasks, int) or n_tasks < 1:
+            raise ValueError(f"the number of tasks must be an integer >= 1, got {n_tasks!r}")
+        names = [c.name for c in clusters]
+        if not names:
+            raise ValueError("no clusters to plan with")
+        if len(set(names)) != len(names):
+            raise ValueError(f"cluster names repeat: {names}")
+        self.clusters = tuple(clusters)
+        self.n_tasks = n_tasks
+        self._index = {name: i for i, name in enumerate(names)}
+        self._scale, self._unit_div, self._units = _money_units([c.price for c in clusters])
+        # A cluster never needs more machines than there are tasks.
+        self._limits = [min(c.max, n_tasks) for c in clusters]
+        self._built = False  # the candidates are built on the first question that needs them
+
+    # ---------------------------------------------------------------- money units
+    def money(self, units: int | Fraction) -> float:
+        """Units -> currency."""
+        if isinstance(units, Fraction):
+            return float(units * self._unit_div / self._scale)
+        return int(units) * self._unit_div / self._scale  # int / int: correctly rounded
+
+    def to_units(self, amount: float | Fraction) -> Fraction:
+        """Currency -> units, exact (a float through its shortest decimal form)."""
+        if not isinstance(amount, Fraction) and not math.isfinite(amount):
+            raise ValueError(f"a budget must be a finite amount, got {amount!r}")
+        value = amount if isinstance(amount, Fraction) else Fraction(Decimal(repr(float(amount))))
+        return value * self._scale / self._unit_div
+
+    # ---------------------------------------------------------------- one configuration
+    def _config(self, machines: Mapping[str, int]) -> list[int]:
+        config = [0] * len(self.clusters)
+        for name, count in machines.items():
+            if name not in self._index:
+                raise ValueError(f"unknown cluster {name!r} (known: {', '.join(self._index)})")
+            if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+                raise ValueError(f"cluster {name!r}: machine count must be an integer >= 0, got {count!r}")
+            config[self._index[name]] = int(count)
+        return config
+
+    def _cost_units(self, config: Sequence[int]) -> tuple[float, list[int], int]:
+        """(T_e, u_i per cluster, B_e in units) of a configuration."""
+        speed = math.fsum(a / c.mean_s for a, c in zip(config, self.clusters))
+        if speed <= 0:
+            raise ValueError("a configuration needs at least one machine")
+        makespan = self.n_tasks / speed
+        atus = [c.units(makespan) if a else 0 for a, c in zip(config, self.clusters)]
+        cost = sum(a * w * u for a, w, u in zip(config, self._units, atus))
+        return makespan, atus, cost
+
+    def _delta_n(self, config: Sequence[int], atus: Sequence[int]) -> int:
+        done = sum(a * math.floor(u * c.atu_s / c.mean_s + _EPS)
+                   for a, u, c in zip(config, atus, self.clusters) if a)
+        return self.n_tasks - done
+
+    def estimate(self, machines: Mapping[str, int]) -> Estimate:
+        """T_e, B_e, the ATUs and dN of a configuration (missing clusters count 0 machines)."""
+        config = self._config(machines)
+        makespan, atus, cost = self._cost_units(config)
+        in_use = [i for i, a in enumerate(config) if a]
+        longest = max(self.clusters[i].atu_s for i in in_use)
+        return Estimate(
+            machines={c.name: a for c, a in zip(self.clusters, config)},
+            makespan_s=makespan,
+            makespan_atu=math.ceil(makespan / longest - _EPS),
+            atus={self.clusters[i].name: atus[i] for i in in_use},
+            cost=self.money(cost),
+            delta_n=self._delta_n(config, atus),
+        )
+
+    def _cushion_units(self, config: Sequence[int], atus: Sequence[int], delta_n: int) -> int:
+        """Case (b): the cheapest dN one-task extensions of the configuration's machines."""
+        if delta_n <= 0:
+            return 0
+        slots = []  # (extra cost per machine, machines available)
+        for a, u, w, c in zip(config, atus, self._units, self.clusters):
+            if a:
+                n_k = math.floor(u * c.atu_s / c.mean_s + _EPS)
+                extra = max(1, math.ceil((n_k + 1) * c.mean_s / c.atu_s - _EPS) - u)
+                slots.append((w * extra, a))
+        slots.sort(key=lambda slot: slot[0])
+        total, left = 0, delta_n
+        for price, count in slots:
+            take = min(count, left)
+            total += take * price
+            left -= take
+            if not left:
+                break
+        return total  # Theorem 1: left == 0 here
+
+    # ---------------------------------------------------------------- candidates
+    def _build_candidates(self) -> None:
+        if self._built:
+            return
+        n = len(self.clusters)
+        groups: dict[tuple[float, float], list[int]] = {}
+        for i, c in enumerate(self.clusters):
+            groups.setdefault((c.atu_s, c.min_charge_s), []).append(i)
+        self._groups = list(groups)
+        fronts = [_group_frontier(members, self.clusters, self._units, self._limits, n) for members in groups.values()]
+        size = math.prod(len(front[0]) for front in fronts)
+        if size > MAX_CANDIDATES:
+            raise ValueError(f"{len(fronts)} different billing rules (ATU, min_charge) make {size} candidate "
+                             f"configurations (at most {MAX_CANDIDATES}); use fewer distinct ATUs")
+        weights = fronts[0][0][:, None]
+        speed, config = fronts[0][1], fronts[0][2]
+        for w, s, cfg in fronts[1:]:
+            left = np.repeat(np.arange(len(speed)), len(s))
+            right = np.tile(np.arange(len(s)), len(speed))
+            weights = np.column_stack([weights[left], w[right]])
+            speed = speed[left] + s[right]
+            config = config[left] + cfg[right]
+        keep = speed > 0
+        self._group_of = [self._groups.index((c.atu_s, c.min_charge_s)) for c in self.clusters]
+        self._speed = speed[keep]
+        self._machines = config[keep]
+        makespan = self.n_tasks / self._speed
+        units = np.zeros((len(self._speed), len(self._groups)), dtype=np.int64)
+        for g, (atu, min_charge) in enumerate(self._groups):
+            units[:, g] = np.ceil(np.maximum(makespan, min_charge) / atu - _EPS)
+        weights = weights[keep]
+        bound = int(weights.max(initial=0)) * int(units.max(initial=0)) * len(self._groups)
+        if bound < _INT_LIMIT:
+            cost = (weights * units).sum(axis=1)
+        else:  # exact Python integers when int64 could overflow
+            cost = (weights.astype(object) * units.astype(object)).sum(axis=1)
+        self._makespan = makespan
+        self._group_units = units
+        self._cost = cost
+        self._built = True
+
+    @property
+    def candidate_count(self) -> int:
+        self._build_candidates()
+        return len(self._speed)
+
+    def _fastest_index(self, budget_units: Fraction) -> int | None:
+        self._build_candidates()
+        limit = math.floor(budget_units)
+        if self._cost.dtype != object:
+            limit = min(limit, _INT_LIMIT)  # every int64 cost is below it; keeps numpy from overflowing
+        feasible = np.flatnonzero(self._cost <= limit)
+        if not len(feasible):
+            return None
+        speeds = self._speed[feasible]
+        best = speeds.max()
+        near = feasible[speeds >= best * (1 - _SPEED_TOL)]
+        return int(near[np.argmin(self._cost[near])]) if len(near) > 1 else int(near[0])
+
+    def _config_dict(self, row: int) -> dict[str, int]:
+        return {c.name: int(a) for c, a in zip(self.clusters, self._machines[row])}
+
+    def fastest_within(self, budget: float) -> dict[str, int] | None:
+        """The fastest configuration whose estimated cost B_e is within ``budget`` (None: none is).
+
+        Among equally fast configurations the cheapest is returned."""
+        row = self._fastest_index(self.to_units(budget))
+        return None if row is None else self._config_dict(row)
+
+    # ---------------------------------------------------------------- schedules
+    @property
+    def all_machines(self) -> dict[str, int]:
+        return {c.name: limit for c, limit in zip(self.clusters, self._limits)}
+
+    def min_budget(self) -> float | None:
+        """B_min1: the bag on one machine of the cluster that runs it for the least money."""
+        units = self._min_budget_units()
+        return None if units is None else self.money(units)
+
+    def _min_budget_units(self) -> int | None:
+        costs = [w * c.units(self.n_tasks * c.mean_s)
+                 for w, c, limit in zip(self._units, self.clusters, self._limits) if limit]
+        return min(costs) if costs else None
+
+    def fastest_budget(self) -> float | None:
+        """B_fastest: the cost of running the bag on all available machines."""
+        if not any(self._limits):
+            return None
+        return self.estimate(self.all_machines).cost
+
+    def schedule_within(self, budget: float, *, reference: float | None = None,
+                        max_raise: float = DEFAULT_MAX_RAISE, label: str = "budget") -> Option | None:
+        """The fastest configuration within ``budget``, refined for dN (cases a and b).
+
+        Case (a) raises the budget in steps of 1 % of ``reference`` (default: ``budget``) up to
+        ``max_raise`` times it. Returns None when no configuration fits the budget.
+        """
+        budget_units = self.to_units(budget)
+        ref_units = budget_units if reference is None else self.to_units(reference)
+        return self._schedule(budget_units, ref_units, Fraction(repr(float(max_raise))), label)
+
+    def _schedule(self, budget_units: Fraction, ref_units: Fraction, max_raise: Fraction, label: str) -> Option | None:
+        row = self._fastest_index(budget_units)
+        if row is None:
+            return None
+        config = [int(a) for a in self._machines[row]]
+        _makespan, atus, _cost = self._cost_units(config)
+        delta_n = self._delta_n(config, atus)
+        cushion: Fraction | int = 0
+        rounding = ""
+        if delta_n > 0:
+            raised = self._raise_budget(budget_units, ref_units, max_raise) if config != self._limits else None
+            if raised is not None:
+                config, cushion = raised
+                rounding = "a"
+            else:
+                cushion = self._cushion_units(config, atus, delta_n)
+                rounding = "b"
+        estimate = self.estimate(self._as_dict(config))
+        return Option(id=0, label=label, machines=estimate.machines, makespan_s=estimate.makespan_s,
+                      makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=self.money(cushion),
+                      budget=self.money(budget_units), delta_n=estimate.delta_n, rounding=rounding, pareto=False)
+
+    def _raise_budget(self, budget_units: Fraction, ref_units: Fraction,
+                      max_raise: Fraction) -> tuple[list[int], Fraction] | None:
+        """Case (a): B_i = B + i * 1 % * reference until dN <= 0; (configuration, B_i - B) or None."""
+        step = ref_units * RAISE_STEP
+        if step <= 0:
+            return None
+        i = 1
+        while i * step <= max_raise * ref_units:
+            row = self._fastest_index(budget_units + i * step)
+            if row is not None:
+                config = [int(a) for a in self._machines[row]]
+                _makespan, atus, _cost = self._cost_units(config)
+                if self._delta_n(config, atus) <= 0:
+                    return config, i * step
+                if config == self._limits:
+                    return None  # every machine in use: more money cannot help
+            i += 1
+        return None
+
+    def _as_dict(self, config: Sequence[int]) -> dict[str, int]:
+        return {c.name: a for c, a in zip(self.clusters, config)}
+
+    def pareto(self) -> list[Estimate]:
+        """Every Pareto-optimal (makespan_s, cost) configuration, fastest first; one per point."""
+        self._build_candidates()
+        order = np.lexsort((self._cost.astype(float), self._makespan)) if len(self._cost) else np.array([], int)
+        kept: list[int] = []
+        best_cost = None
+        for row in order:  # O(F) after the sort
+            cost = self._cost[row]
+            if best_cost is not None and cost >= best_cost:
+                continue
+            if kept and self._makespan[row] <= self._makespan[kept[-1]] * (1 + _SPEED_TOL):
+                kept.pop()  # the same makespan (to float noise) for less money
+            kept.append(int(row))
+            best_cost = cost
+        return self._row_estimates(np.array(kept, dtype=np.int64))
+
+    def _row_estimates(self, rows: np.ndarray) -> list[Estimate]:
+        """:meth:`estimate` of many candidates at once, from the candidate arrays (same formulas)."""
+        machines = self._machines[rows].astype(np.int64)
+        in_use = machines > 0
+        atus = np.where(in_use, self._group_units[rows][:, self._group_of], 0)
+        mean = np.array([c.mean_s for c in self.clusters])
+        atu = np.array([c.atu_s for c in self.clusters])
+        done = (np.floor(atus * atu / mean + _EPS).astype(np.int64) * machines).sum(axis=1)
+        makespan = self._makespan[rows]
+        longest = np.where(in_use, atu, 0.0).max(axis=1)
+        makespan_atu = np.ceil(makespan / longest - _EPS).astype(np.int64)
+        names = [c.name for c in self.clusters]
+        result = []
+        for r in range(len(rows)):
+            counts = machines[r].tolist()
+            result.append(Estimate(
+                machines=dict(zip(names, counts)),
+                makespan_s=float(makespan[r]),
+                makespan_atu=int(makespan_atu[r]),
+                atus={name: int(u) for name, u, a in zip(names, atus[r], counts) if a},
+                cost=self.money(self._cost[rows[r]]),
+                delta_n=self.n_tasks - int(done[r]),
+            ))
+        return result
+
+    def options(self, max_raise: float = DEFAULT_MAX_RAISE) -> list[Option]:
+        """The four schedules of §4.3 and the Pareto set, merged by configuration, numbered from 1."""
+        b_min = self._min_budget_units()
+        if b_min is None:
+            return []
+        b_fast = Fraction(self._cost_units(self._limits)[2])
+        raise_by = Fraction(repr(float(max_raise)))
+        named = [("cheapest", Fraction(b_min), Fraction(b_min)),
+                 ("+20%", Fraction(6, 5) * b_min, Fraction(b_min)),
+                 ("fastest-20%", Fraction(4, 5) * b_fast, b_fast),
+                 ("fastest", b_fast, b_fast)]
+        merged: dict[tuple[int, ...], Option] = {}
+        for label, budget, ref in named:
+            option = self._schedule(budget, ref, raise_by, label)
+            if option is None:
+                continue
+            key = tuple(option.machines.values())
+            if key in merged:
+                first = merged[key]
+                merged[key] = replace(first, also=first.also + (label,))
+            else:
+                merged[key] = option
+        for estimate in self.pareto():
+            key = tuple(estimate.machines.values())
+            if key in merged:
+                merged[key] = replace(merged[key], pareto=True)
+                continue
+            cushion = 0
+            if estimate.delta_n > 0:
+                config = list(key)
+                _makespan, atus, _cost = self._cost_units(config)
+                cushion = self._cushion_units(config, atus, estimate.delta_n)
+            merged[key] = Option(id=0, label="pareto", machines=estimate.machines, makespan_s=estimate.makespan_s,
+                                 makespan_atu=estimate.makespan_atu, cost=estimate.cost,
+                                 cushion=self.money(cushion), budget=estimate.cost, delta_n=estimate.delta_n,
+                                 rounding="b" if cushion else "", pareto=True)
+        ordered = sorted(merged.values(), key=lambda o: (o.cost, o.makespan_s))
+        return [replace(option, id=i) for i, option in enumerate(ordered, start=1)]
+
+
+def _money_units(prices: Sequence[float]) -> tuple[int, int, list[int]]:
+    """(10^k, common divisor g, price units): price_i = units_i * g / 10^k, see the module doc."""
+    scale = 10**_MAX_DECIMALS
+    for k in range(_MAX_DECIMALS + 1):
+        scaled = [p * 10**k for p in prices]
+        if all(abs(s - round(s)) <= 1e-9 * max(1.0, s) for s in scaled):
+            scale = 10**k
+            break
+    units = [round(Decimal(repr(float(p))) * scale) for p in prices]
+    divisor = math.gcd(*units) or 1
+    return scale, divisor, [u // divisor for u in units]
+
+
+def _group_frontier(members: Sequence[int], clusters: Sequence[ClusterPlan], units: Sequence[int],
+                    limits: Sequence[int], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (W, S, configuration) points of one billing group where S beats every cheaper W."""
+    weight = np.zeros(1, dtype=np.int64)
+    speed = np.zeros(1)
+    config = np.zeros((1, n), dtype=np.int32)
+    if sum(units[i] * limits[i] for i in members) >= _INT_LIMIT:
+        raise ValueError("prices times machine counts are too large to plan with")
+    for i in members:
+        left, chunk = limits[i], 1
+        while left > 0:
+            q = min(chunk, left)  # binary split of the bounded item: 1, 2, 4, ..., rest
+            left -= q
+            chunk *= 2
+            added = config.copy()
+            added[:, i] += q
+            weight = np.concatenate([weight, weight + q * units[i]])
+            speed = np.concatenate([speed, speed + q / clusters[i].mean_s])
+            config = np.concatenate([config, added])
+            order = np.lexsort((-speed, weight))  # cost per ATU up, speed down
+            sorted_speed = speed[order]
+            previous = np.empty_like(sorted_speed)
+            previous[0] = -1.0
+            previous[1:] = np.maximum.accumulate(sorted_speed)[:-1]
+            keep = order[sorted_speed > previous * (1 + _SPEED_TOL)]
+            weight, speed, config = weight[keep], speed[keep], config[keep]
+    return weight, speed, config
+
+
+# ---------------------------------------------------------------- module-level conveniences
+def estimate(config: Mapping[str, int], clusters: Sequence[ClusterPlan], n_tasks: int) -> Estimate:
+    """T_e = N / sum a_i/T_i, makespan in seconds and ATUs, B_e and dN of one configuration."""
+    return Planner(clusters, n_tasks).estimate(config)
+
+
+def fastest_within(budget: float, clusters: Sequence[ClusterPlan], n_tasks: int) -> dict[str, int] | None:
+    """The bounded-knapsack solution: the fastest configuration whose B_e fits ``budget``."""
+    return Planner(clusters, n_tasks).fastest_within(budget)
+
+
+def options(clusters: Sequence[ClusterPlan], n_tasks: int, max_raise: float = DEFAULT_MAX_RAISE) -> list[Option]:
+    """The four schedules of §4.3 plus the Pareto set, numbered from 1 by cost."""
+    return Planner(clusters, n_tasks).options(max_raise)
