@@ -9,6 +9,7 @@
     max = 4
     price = 0.10        # per ATU per machine
     atu = "1h"          # bare number = seconds, or "90s", "60m", "1h"
+    speed = 1.0         # used by bats-sim: runtimes are divided by it (any provisioner)
     slowdown = 1.0      # provisioner-specific keys, declared by the provisioner
 
 Every problem raises :class:`ConfigError` whose message names the file, the table and the key.
@@ -53,6 +54,7 @@ class ClusterConfig:
     price: float = 0.0
     atu_s: float = 3600.0
     options: dict[str, Any] = field(default_factory=dict)
+    speed: float = 1.0  # used by bats-sim: runtimes are divided by it
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ _CLUSTER_KEYS = {
     "max": ("count", None),
     "price": ("money", 0.0),
     "atu": ("duration", 3600.0),
+    "speed": ("factor", 1.0),  # used by bats-sim: runtimes are divided by it
 }
 
 
@@ -230,5 +233,6 @@ def load_config(
             price=values.get("price", 0.0),
             atu_s=values.get("atu", 3600.0),
             options=options,
+            speed=values.get("speed", 1.0),
         )
     return Config(master=master, clusters=clusters, source=source)

@@ -1,0 +1,429 @@
+"""The virtual-time driver: the same :class:`bats.master.core.Core` as ``bats-master``, run against
+simulated machines; the ``bats-sim`` command.
+
+    bats-sim --config CLUSTERS.toml --tasks N --runtimes SPEC [--seed S] [--report FILE] …
+
+How this works. Time is a number that jumps from one scheduled happening to the next: a heap of
+``(time, sequence, kind, …)`` entries, the sequence making equal times pop in the order they were
+scheduled, so a run is a pure function of its inputs and seed. The driver feeds the core the same
+events the ZeroMQ server feeds it and carries out its actions, nothing more; the scheduling policy
+lives in the core alone.
+
+- ``Acquire(cluster, n)``: n simulated machines ``CLUSTER-s1-K`` appear at once (the core hears
+  ``MachineAcquired`` now, billing starts); each boots for the cluster's ``startup`` (default 0)
+  and then does what a real worker does: says hello (``MachineUp``) and asks for 1 + prefetch tasks
+  (``WorkerAsked(n=core.max_held)``).
+- ``Dispatch(machine, task, attempt)``: the machine runs its tasks one at a time in the order
+  they arrive. A task's runtime there is its base runtime divided by the cluster's speed; its
+  ``TaskFinished`` (exit 0, ``ask=True``) is scheduled when it starts, which is at once on an idle
+  machine, or when the machine finishes the task before it (a prefetched task starts the moment the
+  previous one ends, before the master's reply to that result arrives, as in a real worker).
+- ``Release(machine)``: the machine vanishes; its entries still in the heap are skipped when they
+  come up (a task it was running was already put back by the core).
+- ``Finish``: the run ends at the current virtual time.
+- ``Tick`` every ``tick_s`` virtual seconds (default 60), so time-based core logic (boot timeouts,
+  later BaTS's monitoring) runs. If nothing but ticks is left to happen for longer than the longest
+  boot timeout or ATU, the run cannot progress: the driver feeds ``StopRequested``.
+
+Base runtimes are drawn once per task (a task takes the same time wherever it runs, scaled by the
+speed) by :mod:`bats.master.runtimes` from a numpy ``Generator`` seeded with ``--seed``; the core
+gets its own ``random.Random(seed)``; simulated failures (``--fail-rate``) a third stream. Same seed,
+same report, byte for byte.
+
+A cluster's speed is its ``speed`` key when that is not 1, else ``1 / slowdown`` for a cluster
+whose provisioner has a ``slowdown`` option (the local emulator), else 1.
+
+Per task the driver costs one heap push and pop, one ``TaskFinished`` and the dispatch of the
+core's actions; a million tasks on a thousand machines take well under a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import logging
+import random
+import secrets
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from bats.common.config import ClusterConfig, Config
+from bats.master import core as c
+
+if TYPE_CHECKING:
+    from bats.master.runtimes import RuntimeDistribution
+
+log = logging.getLogger("bats.sim")
+
+DEFAULT_TICK_S = 60.0
+EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
+_TASK_DONE, _BOOTED, _TICK = 0, 1, 2  # heap entry kinds
+
+
+def cluster_speed(cluster: ClusterConfig) -> float:
+    """Runtimes on this cluster are base runtimes divided by this (see the module docstring)."""
+    if cluster.speed != 1.0:
+        return cluster.speed
+    return 1.0 / float(cluster.options.get("slowdown", 1.0))
+
+
+def cluster_startup(cluster: ClusterConfig) -> float:
+    """Seconds from acquisition to the worker's hello."""
+    return float(cluster.options.get("startup", 0.0))
+
+
+class SimMachine:
+    """A simulated machine: the tasks it holds and whether it is running one."""
+
+    __slots__ = ("cluster", "gone", "id", "queue", "running", "speed")
+
+    def __init__(self, machine_id: str, cluster: str, speed: float) -> None:
+        self.id = machine_id
+        self.cluster = cluster
+        self.speed = speed
+        self.running = False
+        self.queue: deque[tuple[int, int]] = deque()  # (task, attempt) waiting behind the running one
+        self.gone = False
+
+
+class Simulator:
+    """Runs a core in virtual time; see the module docstring.
+
+    ``runtimes[task]`` is the base runtime of ``task`` (index 0 unused: task ids are 1..N, as the
+    line numbers of a bag)."""
+
+    def __init__(
+        self,
+        core: c.Core,
+        config: Config,
+        runtimes: Sequence[float],
+        *,
+        tick_s: float = DEFAULT_TICK_S,
+        fail_rate: float = 0.0,
+        fail_rng: random.Random | None = None,
+        session: int = 1,
+    ) -> None:
+        if tick_s <= 0:
+            raise ValueError("tick_s must be > 0")
+        self.core = core
+        self.config = config
+        self.runtimes = runtimes
+        self.tick_s = tick_s
+        self.fail_rate = fail_rate
+        self._fail_random = (fail_rng or random.Random(0)).random
+        self.session = session
+        self.now = 0.0
+        self.finish: c.Finish | None = None
+        self.machines: dict[str, SimMachine] = {}
+        self.events = 0  # core events fed
+        self.recorded = 0  # RecordResult actions
+        self.duplicates = 0  # a task recorded more than once (a core bug; tests check it stays 0)
+        self._seen = bytearray(len(runtimes))
+        self._heap: list[tuple] = []
+        self._seq = itertools.count()
+        self._serial = {name: 0 for name in config.clusters}
+        self._speed = {name: cluster_speed(cl) for name, cl in config.clusters.items()}
+        self._startup = {name: cluster_startup(cl) for name, cl in config.clusters.items()}
+        self._real = 0  # heap entries that are not ticks
+        longest = max([config.master.boot_timeout_s, core.boot_timeout_s]
+                      + [cl.atu_s for cl in config.clusters.values()])
+        self._stall_limit = longest + tick_s
+        self._stalled_since: float | None = None
+        self._execute: dict[type, Callable[[Any], None]] = {
+            c.Dispatch: self._do_dispatch,
+            c.RecordResult: self._do_record,
+            c.Acquire: self._do_acquire,
+            c.Release: self._do_release,
+            c.IgnoreResult: self._do_ignore,
+            c.Finish: self._do_finish,
+        }
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> c.Finish:
+        """Run until the core finishes; returns its :class:`~bats.master.core.Finish`."""
+        heap = self._heap
+        pop = heapq.heappop
+        handle = self.core.handle
+        execute = self._execute
+        finished_event = c.TaskFinished
+        fail_rate, fail_random = self.fail_rate, self._fail_random
+        self._feed(c.RunStarted(0.0))
+        self._push_tick(1)
+        events = 0
+        while self.finish is None:
+            if not heap:  # cannot happen while ticks run; kept as a guard
+                self._feed(c.StopRequested(self.now, "simulation has nothing left to do"))
+                break
+            entry = pop(heap)
+            now = self.now = entry[0]
+            kind = entry[2]
+            if kind == _TASK_DONE:
+                self._real -= 1
+                _t, _s, _k, machine, task, attempt, runtime = entry
+                if machine.gone:
+                    continue
+                queue = machine.queue
+                if queue:  # the prefetched task starts now, before the master answers this result
+                    self._start(machine, *queue.popleft())
+                else:
+                    machine.running = False
+                code = 1 if fail_rate and fail_random() < fail_rate else 0
+                events += 1
+                for action in handle(finished_event(now, machine.id, task, attempt, code, runtime)):
+                    execute.get(type(action), self._unknown)(action)
+            elif kind == _BOOTED:
+                self._real -= 1
+                machine = entry[3]
+                if machine.gone:
+                    continue
+                self._feed(c.MachineUp(now, machine.id))
+                self._feed(c.WorkerAsked(now, machine.id, self.core.max_held))
+            else:
+                self._feed(c.Tick(now))
+                if self.finish is None:
+                    self._check_stall(now)
+                if self.finish is None:
+                    self._push_tick(entry[3] + 1)
+        self.events += events
+        assert self.finish is not None
+        return self.finish
+
+    def _feed(self, event: c.Event) -> None:
+        self.events += 1
+        execute = self._execute
+        for action in self.core.handle(event):
+            execute.get(type(action), self._unknown)(action)
+
+    def _unknown(self, action: object) -> NoReturn:
+        raise TypeError(f"bats-sim cannot carry out the core's action {action!r}")
+
+    def _push_tick(self, k: int) -> None:
+        heapq.heappush(self._heap, (k * self.tick_s, next(self._seq), _TICK, k))
+
+    def _check_stall(self, now: float) -> None:
+        if self._real > 0:
+            self._stalled_since = None
+            return
+        if self._stalled_since is None:
+            self._stalled_since = now
+        elif now - self._stalled_since > self._stall_limit:
+            log.warning("virtual time %.0fs: nothing left to happen for %.0fs and the core has not "
+                        "finished; stopping", now, now - self._stalled_since)
+            self._feed(c.StopRequested(now, "simulation stalled: nothing left to happen"))
+
+    def _start(self, machine: SimMachine, task: int, attempt: int) -> None:
+        runtime = self.runtimes[task] / machine.speed
+        heapq.heappush(self._heap, (self.now + runtime, next(self._seq), _TASK_DONE, machine, task, attempt, runtime))
+        self._real += 1
+        machine.running = True
+
+    # ------------------------------------------------------------ actions
+    def _do_dispatch(self, action: c.Dispatch) -> None:
+        machine = self.machines[action.machine]
+        if machine.running:
+            machine.queue.append((action.task, action.attempt))
+        else:
+            self._start(machine, action.task, action.attempt)
+
+    def _do_record(self, action: c.RecordResult) -> None:
+        self.recorded += 1
+        if self._seen[action.task]:
+            self.duplicates += 1
+        self._seen[action.task] = 1
+
+    def _do_acquire(self, action: c.Acquire) -> None:
+        name = action.cluster
+        speed, ready_at = self._speed[name], self.now + self._startup[name]
+        for _ in range(action.n):
+            self._serial[name] += 1
+            machine = SimMachine(f"{name}-s{self.session}-{self._serial[name]}", name, speed)
+            self.machines[machine.id] = machine
+            self._feed(c.MachineAcquired(self.now, machine.id, name))
+            heapq.heappush(self._heap, (ready_at, next(self._seq), _BOOTED, machine))
+            self._real += 1
+        log.debug("t=%.1f cluster %s: acquired %d machine(s)", self.now, name, action.n)
+
+    def _do_release(self, action: c.Release) -> None:
+        machine = self.machines.get(action.machine)
+        if machine is not None:
+            machine.gone = True
+            machine.running = False
+            machine.queue.clear()
+        log.debug("t=%.1f released %s: %s", self.now, action.machine, action.reason)
+
+    def _do_ignore(self, action: c.IgnoreResult) -> None:
+        log.debug("ignored result of task %d from %s: %s", action.task, action.machine, action.reason)
+
+    def _do_finish(self, action: c.Finish) -> None:
+        self.finish = action
+
+    # ------------------------------------------------------------ the report
+    def report(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The run's report in ``bats-master``'s report.json structure (no wall-clock fields, so
+        the same seed gives the same report)."""
+        assert self.finish is not None, "run() first"
+        figures = self.core.report(self.now)
+        machines = [{**m, "session": self.session} for m in figures["machines"]]
+        by_cluster = {name: 0.0 for name in self.config.clusters}
+        for m in machines:
+            by_cluster[m["cluster"]] += m["cost"]
+        return {
+            "status": self.finish.status,
+            "reason": self.finish.reason,
+            "simulated": True,
+            **(extra or {}),
+            "tasks": figures["tasks"],
+            "started_at": 0.0,
+            "finished_at": self.now,
+            "makespan_s": figures["makespan_s"],
+            "cost": {"total": figures["cost"]["total"], "by_cluster": by_cluster},
+            "clusters": {
+                name: {"provisioner": cl.provisioner, "max": cl.max, "price": cl.price, "atu_s": cl.atu_s,
+                       "speed": self._speed[name], "startup_s": self._startup[name]}
+                for name, cl in self.config.clusters.items()
+            },
+            "machines": machines,
+            "sim": {"events": self.events, "tick_s": self.tick_s, "fail_rate": self.fail_rate},
+        }
+
+
+def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: int, *, retries: int = 0,
+             tick_s: float = DEFAULT_TICK_S, fail_rate: float = 0.0) -> Simulator:
+    """Build a core and a simulator for ``tasks`` tasks with runtimes drawn from the distribution
+    ``runtimes`` (:func:`bats.master.runtimes.parse_runtimes`), run it, return the simulator."""
+    import numpy as np
+
+    base = runtimes.sample(np.random.default_rng(seed), tasks)
+    core = c.Core(range(1, tasks + 1), config.clusters, random.Random(seed), retries=retries,
+                  boot_timeout_s=config.master.boot_timeout_s, max_held=1 + config.master.prefetch)
+    sim = Simulator(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,
+                    fail_rng=random.Random(f"bats-sim failures {seed}"))
+    sim.run()
+    return sim
+
+
+# ---------------------------------------------------------------- the command
+class UsageError(Exception):
+    """Bad input: printed as one line, exit 2."""
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _duration_arg(text: str) -> float:
+    from bats.common.durations import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    from bats.common import __version__
+
+    p = _ArgumentParser(
+        prog="bats-sim",
+        description="Run a bag of N simulated tasks through the BaTS master's core in virtual time.",
+        epilog="Runtime specs (durations: bare number = seconds, or 90s, 15m, 1h): normal:MEAN,SD "
+               "levy:SCALE,MAX mdb fixed:T file:PATH.",
+    )
+    p.add_argument("--config", metavar="FILE",
+                   help="clusters config (TOML), as for bats-master; a cluster's speed divides runtimes")
+    p.add_argument("--workers", type=int, metavar="N", help="with no --config: machines of the default local cluster")
+    p.add_argument("--tasks", type=int, metavar="N", required=True, help="tasks in the bag")
+    p.add_argument("--runtimes", metavar="SPEC", required=True, help="task runtime distribution (see below)")
+    p.add_argument("--seed", type=int, help="seed for runtimes and task order (default: random, in the report)")
+    p.add_argument("--retries", type=int, default=0, metavar="N", help="re-run a failed task up to N times (default 0)")
+    p.add_argument("--fail-rate", type=float, default=0.0, metavar="P",
+                   help="probability that a task attempt fails (default 0)")
+    p.add_argument("--tick", type=_duration_arg, default=DEFAULT_TICK_S, metavar="DURATION",
+                   help="virtual time between the core's Tick events (default 60s)")
+    p.add_argument("--report", metavar="FILE", help="write report.json here")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    p.add_argument("--version", action="version", version=f"bats {__version__}")
+    return p
+
+
+def _load_config(path: str | None, workers: int | None) -> Config:
+    from bats.common.config import default_config, load_config
+
+    if path is None:
+        if workers is not None and workers < 1:
+            raise UsageError("--workers: must be at least 1")
+        return default_config(workers)
+    if workers is not None:
+        raise UsageError("--workers applies only without --config (set max in the config instead)")
+    from bats import provisioners
+
+    return load_config(path, provisioners.options_of)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bats.master.report import summary, write_report
+    from bats.master.runtimes import parse_runtimes
+
+    if args.tasks < 1:
+        raise UsageError("--tasks: must be at least 1")
+    if args.retries < 0:
+        raise UsageError("--retries: must be 0 or more")
+    if not 0.0 <= args.fail_rate <= 1.0:
+        raise UsageError("--fail-rate: must be between 0 and 1")
+    if args.tick <= 0:
+        raise UsageError("--tick: must be longer than 0 seconds")
+    distribution = parse_runtimes(args.runtimes)
+    config = _load_config(args.config, args.workers)
+    seed = args.seed if args.seed is not None else secrets.randbits(32)
+    started = time.perf_counter()
+    sim = simulate(config, args.tasks, distribution, seed, retries=args.retries, tick_s=args.tick,
+                   fail_rate=args.fail_rate)
+    wall = time.perf_counter() - started
+    report = sim.report({"seed": seed, "runtimes": args.runtimes, "config": config.source})
+    report_path = "(not written; add --report FILE)"
+    if args.report:
+        try:
+            write_report(report, args.report)
+            report_path = args.report
+        except OSError as exc:
+            log.error("cannot write the report %s: %s", args.report, exc.strerror or exc)
+            report_path = "(not written)"
+    if not args.quiet:
+        print(summary(report, report_path))
+        print(f"  simulated {sim.events} events in {wall:.2f} s wall (seed {seed})")
+    return EXIT_OK if sim.finish is not None and sim.finish.status == "done" else EXIT_INCOMPLETE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bats.common.config import ConfigError
+    from bats.master.runtimes import RuntimeSpecError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(argv)
+        level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
+        logging.basicConfig(level=level, format="bats-sim: %(levelname)s: %(message)s", stream=sys.stderr)
+        return run(args)
+    except RuntimeSpecError as exc:
+        return _bad_input(f"--runtimes: {exc}")
+    except (UsageError, ConfigError) as exc:
+        return _bad_input(str(exc))
+    except KeyboardInterrupt:
+        print("bats-sim: interrupted", file=sys.stderr)
+        return EXIT_INCOMPLETE
+
+
+def _bad_input(message: str) -> int:
+    message = message.replace("\r", "\\r").replace("\n", "\\n")
+    print(f"bats-sim: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
