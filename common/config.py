@@ -43,7 +43,18 @@ class MasterConfig:
     heartbeat_s: float = 2.0
     liveness_s: float = 15.0
     boot_timeout_s: float = 600.0
-    prefetch: int = 1  # tasks a worker holds beyond the one it runs
+    # tasks a worker holds beyond the one it runs; None ("auto"): one, or up to AUTO_PREFETCH_MAX
+    # while the bag's tasks are very short (the core decides, see bats.master.core)
+    prefetch: int | None = None
+
+    @property
+    def worker_capacity(self) -> int:
+        """The most tasks a worker may be sent at once (it is told 1 + prefetch)."""
+        return 1 + (AUTO_PREFETCH_MAX if self.prefetch is None else self.prefetch)
+
+
+AUTO_PREFETCH_MAX = 8
+MAX_PREFETCH = 15
 
 
 @dataclass(frozen=True)
@@ -82,7 +93,7 @@ _MASTER_KEYS = {
     "heartbeat": ("duration", 2.0),
     "liveness": ("duration", 15.0),
     "boot_timeout": ("duration", 600.0),
-    "prefetch": ("int", 1),
+    "prefetch": ("prefetch", None),
 }
 _CLUSTER_KEYS = {
     "provisioner": ("str", None),
@@ -121,6 +132,12 @@ def _convert(kind: str, value: Any) -> Any:
         if not math.isfinite(number) or number < 0:
             raise ValueError(f"must be a finite number >= 0, got {value!r}")
         return number
+    if kind == "prefetch":
+        if value == "auto":
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PREFETCH:
+            raise ValueError(f"expected \"auto\" or an integer from 0 to {MAX_PREFETCH}, got {value!r}")
+        return value
     if kind == "bool":
         if not isinstance(value, bool):
             raise ValueError(f"expected true or false, got {value!r}")
@@ -191,10 +208,8 @@ def load_config(
         heartbeat_s=values.get("heartbeat", 2.0),
         liveness_s=values.get("liveness", 15.0),
         boot_timeout_s=values.get("boot_timeout", 600.0),
-        prefetch=values.get("prefetch", 1),
+        prefetch=values.get("prefetch"),
     )
-    if master.prefetch > 15:
-        raise ConfigError(f"{source}: [master] prefetch: must be at most 15, got {master.prefetch}")
     for key in ("heartbeat", "boot_timeout"):
         if key in values and values[key] <= 0:
             raise ConfigError(f"{source}: [master] {key}: must be longer than 0 seconds")

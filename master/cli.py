@@ -211,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
         plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
         core = Core(bag.task_ids, config.clusters, random.Random(settings["seed"]), retries=settings["retries"],
                     boot_timeout_s=config.master.boot_timeout_s, finished=finished,
-                    max_held=1 + config.master.prefetch)
+                    max_held=config.master.worker_capacity,
+                    adaptive_prefetch=config.master.prefetch is None)
         if finished:
             log.warning(
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,

@@ -16,7 +16,10 @@ release everything when the bag is done.
 
 Task hand-out: tasks are handed out randomly chosen, first-come first-served, to workers that
 ask. The bag of pending task ids is an array; a dispatch swaps a random element with the last one
-and pops it, O(1). A worker holds at most ``max_held`` tasks (by default one running, one prefetched).
+and pops it, O(1). A worker holds at most ``max_held`` tasks. With ``adaptive_prefetch`` it is sent one running and
+one prefetched while tasks take 10 ms or more (a moving average of reported runtimes), and up to
+``max_held`` while they are shorter: then messaging, not the tasks, is the cost, and deeper
+queues let one wake-up carry several messages.
 Near the end of the bag a task is not prefetched to a busy worker while a worker with nothing to do
 (up, or still booting) could start it: a short task must not wait behind a long one. A
 machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
@@ -35,6 +38,8 @@ from typing import Iterable, Union
 from bats.common.config import ClusterConfig
 
 DEFAULT_MAX_HELD = 2  # tasks a worker may hold: the running one plus one prefetched
+SHORT_TASK_S = 0.01  # with adaptive prefetch, tasks shorter than this get deeper worker queues
+_RUNTIME_SMOOTHING = 0.05  # weight of the newest runtime in the moving average
 
 
 # ---------------------------------------------------------------- events (past tense)
@@ -213,8 +218,11 @@ class Core:
         boot_timeout_s: float = 600.0,
         finished: dict[int, str] | None = None,
         max_held: int = DEFAULT_MAX_HELD,
+        adaptive_prefetch: bool = False,
     ) -> None:
         self.max_held = max_held
+        self.adaptive_prefetch = adaptive_prefetch
+        self._recent_runtime: float | None = None  # moving average of reported runtimes
         self.clusters = clusters
         self.rng = rng
         self.retries = retries
@@ -347,6 +355,8 @@ class Core:
             return [IgnoreResult(ev.machine, ev.task, f"attempt {ev.attempt} is not running there")]
         machine.nt += 1
         machine.rt += max(0.0, ev.runtime_s)
+        recent = self._recent_runtime
+        self._recent_runtime = ev.runtime_s if recent is None else recent + _RUNTIME_SMOOTHING * (ev.runtime_s - recent)
         actions: list[Action] = []
         task = ev.task
         attempts = self._attempts[task]
@@ -449,9 +459,19 @@ class Core:
         pending.pop()
         return task
 
+    def queue_depth(self) -> int:
+        """How many tasks a worker is sent at most right now (see the module docstring)."""
+        if not self.adaptive_prefetch:
+            return self.max_held
+        recent = self._recent_runtime
+        if recent is not None and recent < SHORT_TASK_S:
+            return self.max_held
+        return min(DEFAULT_MAX_HELD, self.max_held)
+
     def _feed(self, machine: Machine) -> list[Action]:
         actions: list[Action] = []
-        while machine.wanted > 0:
+        depth = self.queue_depth()
+        while machine.wanted > 0 and len(machine.held) < depth:
             if machine.held and self._better_left_for_an_idle_machine(machine):
                 self._hungry[machine.id] = None
                 return actions

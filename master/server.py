@@ -217,7 +217,7 @@ class Server:
         log.info("%s joined from %s (%d cpus, worker %s)", machine_id, msg["host"], msg["cpus"], msg["version"])
         self._send(identity, encode("welcome", machine=machine_id, heartbeat_s=self.config.master.heartbeat_s,
                                     liveness_s=self.config.master.liveness_s,
-                                    prefetch=self.config.master.prefetch))
+                                    prefetch=self.config.master.worker_capacity - 1))
         self._feed(c.MachineUp(time.time(), machine_id))
 
     def _forget(self, peer: _Peer) -> None:

@@ -299,7 +299,8 @@ def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: in
 
     base = runtimes.sample(np.random.default_rng(seed), tasks)
     core = c.Core(range(1, tasks + 1), config.clusters, random.Random(seed), retries=retries,
-                  boot_timeout_s=config.master.boot_timeout_s, max_held=1 + config.master.prefetch)
+                  boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
+                  adaptive_prefetch=config.master.prefetch is None)
     sim = Simulator(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,
                     fail_rng=random.Random(f"bats-sim failures {seed}"))
     sim.run()
