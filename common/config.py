@@ -43,7 +43,7 @@ class MasterConfig:
     heartbeat_s: float = 2.0
     liveness_s: float = 15.0
     boot_timeout_s: float = 600.0
-    # tasks a worker holds beyond the one it runs; None ("auto"): one, or up to AUTO_PREFETCH_MAX
+    # tasks a worker holds beyond the one it runs; None ("auto"): one, or up to AUTO_PREFETCH_MAX (15)
     # while the bag's tasks are very short (the core decides, see bats.master.core)
     prefetch: int | None = None
 
@@ -53,8 +53,8 @@ class MasterConfig:
         return 1 + (AUTO_PREFETCH_MAX if self.prefetch is None else self.prefetch)
 
 
-AUTO_PREFETCH_MAX = 8
 MAX_PREFETCH = 15
+AUTO_PREFETCH_MAX = MAX_PREFETCH  # under 10 ms a task, 15 queued are at most ~0.15 s of work
 
 
 @dataclass(frozen=True)

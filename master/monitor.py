@@ -9,7 +9,15 @@ the elapsed time tau of the task it is running, the ATUs the plan still gives it
 is marked for release) and asks :func:`check` whether the paid-for time plus the time the plan
 still buys covers the bag. A per-cluster :class:`Billing` (ATU, price, optional minimum charge)
 turns uptimes into money, and ``tau_e(cluster, elapsed)`` estimates the full runtime of a task
-that has run ``elapsed`` seconds (plug in :meth:`RuntimeEstimate.tail_estimate`).
+that has run ``elapsed`` seconds: any callable, e.g. ``lambda c, e: estimates[c].tail_estimate(e)``
+over :class:`bats.master.estimate.RuntimeEstimate`, or :class:`TailEstimates`, the same tail rule
+with a ``many`` method that estimates a whole cluster's running tasks in one numpy call.
+
+Speed. :func:`outlook` computes one machine in plain Python and is the readable reference;
+:func:`check` and :func:`plan_releases` compute the same formulas for all machines at once in
+numpy over a :class:`MachineTable` (one column per field), built from the views when given
+those. For 1,000 machines most of the time goes into reading the views' attributes; a core that
+keeps its counters in arrays can pass a table directly.
 
 The formulas of §3.1 (seed lines ~1085-1180; their layout was lost in conversion, so here is how
 each one is read, the prose deciding where the layout is ambiguous):
@@ -58,18 +66,24 @@ release needs its next ATU (and, with a ``horizon_s``, every ATU it starts befor
 decision, which matters for per-second billing) reserved out of budget + cushion - spent.
 Machines are considered cheapest per task first, a task costing ``price / (atu_s * v)``; each
 keeps going if the money left after the reservations already made pays its own, and is released
-otherwise. So the most expensive machines per unit of speed go first, a cheaper machine is never
-released to keep a dearer one, and the reservations never exceed the money left. A released
-machine is let go ``release_margin_s`` before its next edge (at once when that moment has
-passed). Decisions are redone every tick; money only goes down, so a kept machine's next ATU
-stays paid for.
+otherwise. So the machines that are most expensive per unit of speed go first; a machine is
+released only when its own reservation does not fit in what the cheaper-per-task machines
+left (a dearer one with a smaller ATU price may still fit), and the reservations never exceed
+the money left. A released machine is let go ``release_margin_s`` before its next edge (at once
+when that moment has passed). Decisions are redone every tick; as each tick reserves every ATU
+a kept machine can start before the next tick (plus the margin), the money spent never passes
+budget + cushion as long as ticks come at least every ``horizon_s``.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+
+import numpy as np
 
 _EPS = 1e-9  # guards ceil()/floor() against float noise on an exact integer
 _MONEY_TOL = 1e-9  # relative tolerance of money comparisons (0.1 + 0.2 fits in 0.3)
@@ -196,8 +210,115 @@ def potential(m: MachineView, billing: Billing, tau_e: TauE) -> int:
     return outlook(m, billing, tau_e).potential
 
 
+@dataclass(frozen=True, eq=False)
+class MachineTable:
+    """The same snapshot as a sequence of :class:`MachineView`, one numpy column per field (a
+    core that keeps its counters in arrays can build it directly and skip the conversion)."""
+
+    machine: tuple[str, ...]
+    clusters: tuple[str, ...]  # the distinct cluster names
+    cluster_code: np.ndarray  # per machine: its index into ``clusters``
+    uptime_s: np.ndarray
+    nt: np.ndarray
+    rt_s: np.ndarray
+    running_elapsed_s: np.ndarray  # NaN: running nothing
+    planned_atus_left: np.ndarray
+    marked_for_release: np.ndarray  # bool
+
+    @classmethod
+    def from_views(cls, machines: Sequence[MachineView]) -> MachineTable:
+        n = len(machines)
+        cluster_names = list(map(attrgetter("cluster"), machines))
+        code_of = dict.fromkeys(cluster_names, 0)
+        for k, name in enumerate(code_of):
+            code_of[name] = k
+        elapsed = (math.nan if x is None else x for x in map(attrgetter("running_elapsed_s"), machines))
+        return cls(
+            machine=tuple(map(attrgetter("machine"), machines)),
+            clusters=tuple(code_of),
+            cluster_code=np.fromiter(map(code_of.__getitem__, cluster_names), np.intp, n),
+            uptime_s=_column(machines, "uptime_s", n),
+            nt=_column(machines, "nt", n),
+            rt_s=_column(machines, "rt_s", n),
+            running_elapsed_s=np.fromiter(elapsed, float, n),
+            planned_atus_left=_column(machines, "planned_atus_left", n),
+            marked_for_release=np.fromiter(map(attrgetter("marked_for_release"), machines), bool, n),
+        )
+
+    def __len__(self) -> int:
+        return len(self.machine)
+
+
+def _column(machines: Sequence[MachineView], name: str, n: int) -> np.ndarray:
+    return np.fromiter(map(attrgetter(name), machines), float, n)
+
+
+@dataclass(frozen=True, eq=False)
+class _Columns:
+    """:class:`MachineOutlook` for every machine of a table, plus its billing, as arrays."""
+
+    atu_s: np.ndarray
+    price: np.ndarray
+    min_charge_s: np.ndarray
+    uptime_s: np.ndarray
+    atus_now: np.ndarray
+    speed: np.ndarray
+    in_paid_time: np.ndarray
+    potential: np.ndarray
+    cut_off: np.ndarray
+    spent: np.ndarray
+    committed: np.ndarray
+
+
+def _assess(table: MachineTable, billings: Mapping[str, Billing], tau_e: TauE,
+            release_margin_s: float) -> _Columns:
+    """:func:`outlook`'s formulas over all machines at once (kept line for line alike)."""
+    n = len(table)
+    codes = table.cluster_code
+    plans = [billings[name] for name in table.clusters]
+    atu = np.array([b.atu_s for b in plans])[codes]
+    price = np.array([b.price for b in plans])[codes]
+    min_charge = np.array([b.min_charge_s for b in plans])[codes]
+    up = np.maximum(0.0, table.uptime_s)
+    marked = table.marked_for_release
+    running = ~np.isnan(table.running_elapsed_s)
+    tau = np.where(running, np.maximum(table.running_elapsed_s, 0.0), 0.0)
+    fresh = np.empty(n)  # tau_e of the running task, or of a fresh one on an idle machine
+    many = getattr(tau_e, "many", None)
+    for k, name in enumerate(table.clusters):
+        in_cluster = codes == k
+        run_k = in_cluster & running
+        if run_k.any():
+            elapsed = tau[run_k]
+            fresh[run_k] = many(name, elapsed) if many is not None else [tau_e(name, float(e)) for e in elapsed]
+        idle_k = in_cluster & ~running
+        if idle_k.any():
+            fresh[idle_k] = float(tau_e(name, 0.0))
+    fresh = np.where(running, np.maximum(fresh, tau), fresh)
+    up_e = up + (fresh - tau)  # tau is 0 on an idle machine, whose up_e is its uptime
+    time_seen = table.rt_s + fresh
+    speed = np.divide(table.nt + 1.0, time_seen, out=np.zeros(n), where=time_seen > 0)
+    atus_now = np.maximum(1.0, np.ceil(np.maximum(up, min_charge) / atu - _EPS))
+    atus_end = np.maximum(1.0, np.ceil(np.maximum(up_e, min_charge) / atu - _EPS))
+    let_go = atus_now * atu - release_margin_s  # when a marked machine is let go
+    cut_off = marked & running & (up_e > let_go)
+    span = np.where(marked, np.where(cut_off, 0.0, np.maximum(0.0, let_go - up_e)), atus_end * atu - up_e)
+    ft = np.floor(span * speed + _EPS)
+    time_per_task = np.divide(1.0, speed, out=np.zeros(n), where=speed > 0)
+    leftover = np.maximum(0.0, span - ft * time_per_task)
+    atus_left = np.maximum(0.0, table.planned_atus_left - (atus_end - atus_now))
+    potential_terms = np.where(marked, 0.0, np.floor((atus_left * atu + leftover) * speed + _EPS))
+    spent = atus_now * price
+    committed = np.where(marked, spent, atus_end * price)
+    return _Columns(atu, price, min_charge, up, atus_now, speed, ft, potential_terms, cut_off, spent, committed)
+
+
+def _as_table(machines: Sequence[MachineView] | MachineTable) -> MachineTable:
+    return machines if isinstance(machines, MachineTable) else MachineTable.from_views(machines)
+
+
 def check(
-    machines: Sequence[MachineView],
+    machines: Sequence[MachineView] | MachineTable,
     n_remaining: int,
     billings: Mapping[str, Billing],
     tau_e: TauE,
@@ -206,24 +327,61 @@ def check(
     spent_before: float = 0.0,
     release_margin_s: float = 0.0,
 ) -> MonitorResult:
-    """N_e <= N_p + delta_n for the live ``machines`` (§3.1).
+    """N_e <= N_p + delta_n for the live ``machines`` (§3.1), all machines at once in numpy.
 
     ``n_remaining`` is N_r, the tasks not yet started; ``delta_n`` the rounding problem's dN when
     the operator accepted the cushion (0 otherwise); ``spent_before`` the money of machines no
     longer active (and of earlier phases); ``release_margin_s`` how long before its edge a marked
-    machine is let go.
+    machine is let go. The numbers are those of :func:`outlook` summed over the machines; when
+    ``tau_e`` has a ``many(cluster, elapsed_array)`` method (:class:`TailEstimates` does) the
+    running tasks of a cluster are estimated in one call.
     """
-    in_paid = n_p = cut_off = 0
+    table = _as_table(machines)
     spent = committed = float(spent_before)
-    for m in machines:
-        o = outlook(m, billings[m.cluster], tau_e, release_margin_s)
-        in_paid += o.in_paid_time
-        n_p += o.potential
-        cut_off += o.cut_off
-        spent += o.spent
-        committed += o.committed
-    n_e = max(0, n_remaining + cut_off - in_paid)
-    return MonitorResult(n_e, n_p, n_e <= n_p + delta_n, spent, committed, cut_off)
+    in_paid = n_p = n_cut = 0
+    if len(table):
+        cols = _assess(table, billings, tau_e, release_margin_s)
+        in_paid, n_p, n_cut = int(cols.in_paid_time.sum()), int(cols.potential.sum()), int(cols.cut_off.sum())
+        spent += float(cols.spent.sum())
+        committed += float(cols.committed.sum())
+    n_e = max(0, n_remaining + n_cut - in_paid)
+    return MonitorResult(n_e, n_p, n_e <= n_p + delta_n, spent, committed, n_cut)
+
+
+@dataclass(frozen=True, eq=False)
+class TailEstimates:
+    """tau_e from each cluster's sample runtimes, by §2.1's tail rule: a task that has run
+    ``elapsed`` seconds is estimated as the mean of the sample runtimes longer than ``elapsed``
+    (``elapsed`` itself when none is longer, as :meth:`RuntimeEstimate.tail_estimate`), for one
+    task (``__call__``) or for many at once (:meth:`many`, which :func:`check` uses)."""
+
+    sorted_samples: Mapping[str, np.ndarray]
+    tail_sums: Mapping[str, np.ndarray]  # tail_sums[k] = sum(sorted[k:]), k = 0..n
+
+    @classmethod
+    def from_samples(cls, samples: Mapping[str, Sequence[float]]) -> TailEstimates:
+        sorted_samples, tail_sums = {}, {}
+        for name, values in samples.items():
+            ordered = np.sort(np.asarray(values, dtype=float))
+            sorted_samples[name] = ordered
+            tail_sums[name] = np.concatenate([np.cumsum(ordered[::-1])[::-1], [0.0]])
+        return cls(sorted_samples, tail_sums)
+
+    def many(self, cluster: str, elapsed: np.ndarray) -> np.ndarray:
+        ordered = self.sorted_samples[cluster]
+        elapsed = np.asarray(elapsed, dtype=float)
+        first_longer = np.searchsorted(ordered, elapsed, side="right")
+        longer = len(ordered) - first_longer
+        mean_longer = self.tail_sums[cluster][first_longer] / np.maximum(longer, 1)
+        return np.where(longer > 0, mean_longer, np.maximum(elapsed, 0.0))
+
+    def __call__(self, cluster: str, elapsed: float) -> float:
+        ordered = self.sorted_samples[cluster]
+        first_longer = bisect.bisect_right(ordered, elapsed)
+        longer = len(ordered) - first_longer
+        if longer == 0:
+            return max(float(elapsed), 0.0)
+        return float(self.tail_sums[cluster][first_longer]) / longer
 
 
 # ---------------------------------------------------------------- the budget as a ceiling
@@ -242,27 +400,27 @@ class ReleaseDue:
     """A machine that must not start another ATU: let it go at ``release_at_uptime_s``."""
 
     machine: str
-    release_at_uptime_s: float  # max(uptime, edge - margin): at once when already past
+    release_at_uptime_s: float  # max(uptime, edge - margin): at once when that moment has passed
     edge_uptime_s: float  # where its next ATU would begin
 
 
 @dataclass(frozen=True, slots=True)
 class ReleasePlan:
     keep: tuple[str, ...]  # machines whose next ATU(s) are paid for, cheapest per task first
-    release: tuple[ReleaseDue, ...]  # the others, marked ones included
+    release: tuple[ReleaseDue, ...]  # the others, the ones already marked included
     money_left: float  # budget + cushion - spent
-    reserved: float  # what the kept machines' next ATUs cost; <= money_left
+    reserved: float  # what the kept machines' next ATUs cost; <= money_left (free ATUs aside)
 
 
 def atus_to_reserve(m: MachineView, billing: Billing, horizon_s: float = 0.0, release_margin_s: float = 0.0) -> int:
-    """ATUs ``m`` may start before a later decision can still let it go in time: the next one, and
-    every one beginning within ``horizon_s + release_margin_s`` from now."""
+    """ATUs ``m`` may start before a later decision can still let it go in time: the next one,
+    and every one beginning within ``horizon_s + release_margin_s`` from now."""
     up = max(0.0, float(m.uptime_s))
     return max(1, billing.atus_paid(up + horizon_s + release_margin_s) - billing.atus_paid(up))
 
 
 def plan_releases(
-    machines: Sequence[MachineView],
+    machines: Sequence[MachineView] | MachineTable,
     billings: Mapping[str, Billing],
     tau_e: TauE,
     budget: float,
@@ -276,36 +434,35 @@ def plan_releases(
     money spent plus the kept machines' next ATUs never exceeds budget + cushion.
 
     Rule (module docstring): cheapest per task first, each kept if its reservation still fits,
-    released otherwise; machines marked for release are always released. ``horizon_s`` is the
-    time to the next decision: every ATU a kept machine starts within it is reserved.
+    released otherwise; machines marked for release are always released, and an ATU that costs
+    nothing is always kept. ``horizon_s`` is the time to the next decision: every ATU a kept
+    machine starts within it (and the release margin) is reserved.
     """
+    table = _as_table(machines)
     spent = float(spent_before)
-    candidates: list[tuple[float, str, int, float]] = []  # (cost per task, id, index, reservation)
-    release: list[ReleaseDue] = []
-    for index, m in enumerate(machines):
-        billing = billings[m.cluster]
-        spent += billing.cost(max(0.0, float(m.uptime_s)))
-        if m.marked_for_release:
-            release.append(_due(m, billing, release_margin_s))
-            continue
-        speed = outlook(m, billing, tau_e).speed
-        per_task = billing.price / (billing.atu_s * speed) if speed > 0 else math.inf
-        reservation = atus_to_reserve(m, billing, horizon_s, release_margin_s) * billing.price
-        candidates.append((per_task, m.machine, index, reservation))
+    if not len(table):
+        return ReleasePlan((), (), budget + cushion - spent, 0.0)
+    cols = _assess(table, billings, tau_e, release_margin_s)
+    spent += float(cols.spent.sum())
     money_left = budget + cushion - spent
+    ahead = np.maximum(cols.uptime_s + horizon_s + release_margin_s, cols.min_charge_s)
+    atus_ahead = np.maximum(1.0, np.ceil(ahead / cols.atu_s - _EPS)) - cols.atus_now
+    reservation = np.maximum(1.0, atus_ahead) * cols.price
+    per_task = np.divide(cols.price, cols.atu_s * cols.speed, out=np.full(len(table), math.inf),
+                         where=cols.speed > 0)
+    edge = cols.atus_now * cols.atu_s
+    release_at = np.maximum(cols.uptime_s, edge - release_margin_s)
+    marked = table.marked_for_release
+    order = sorted((float(per_task[i]), table.machine[i], i) for i in np.flatnonzero(~marked).tolist())
     reserved = 0.0
     keep: list[str] = []
-    for _per_task, name, index, reservation in sorted(candidates):
-        if reservation == 0.0 or fits(reserved + reservation, money_left):  # a free ATU never hurts
-            reserved += reservation
+    released = np.flatnonzero(marked).tolist()
+    for _per_task, name, i in order:
+        cost = float(reservation[i])
+        if cost == 0.0 or fits(reserved + cost, money_left):
+            reserved += cost
             keep.append(name)
         else:
-            m = machines[index]
-            release.append(_due(m, billings[m.cluster], release_margin_s))
-    return ReleasePlan(tuple(keep), tuple(release), money_left, reserved)
-
-
-def _due(m: MachineView, billing: Billing, release_margin_s: float) -> ReleaseDue:
-    up = max(0.0, float(m.uptime_s))
-    edge = billing.next_edge(up)
-    return ReleaseDue(m.machine, max(up, edge - release_margin_s), edge)
+            released.append(i)
+    release = tuple(ReleaseDue(table.machine[i], float(release_at[i]), float(edge[i])) for i in released)
+    return ReleasePlan(tuple(keep), release, money_left, reserved)

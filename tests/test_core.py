@@ -307,15 +307,15 @@ def test_prefetch_is_used_while_tasks_outnumber_machines():
 
 
 def test_adaptive_prefetch_deepens_worker_queues_only_for_very_short_tasks():
-    core = make_core(tasks=range(1, 200), max_held=9, adaptive_prefetch=True)
+    core = make_core(tasks=range(1, 200), max_held=16, adaptive_prefetch=True)
     core.handle(c.RunStarted(0.0))
     up(core, "m1")
-    first = core.handle(c.WorkerAsked(0.0, "m1", n=9))
+    first = core.handle(c.WorkerAsked(0.0, "m1", n=16))
     assert len(first) == 2  # nothing known yet: one running, one prefetched
     # a no-op task: from now on the worker's queue may fill up to max_held
     more = core.handle(c.TaskFinished(0.001, "m1", first[0].task, 1, 0, 0.0001))
-    assert sum(isinstance(a, c.Dispatch) for a in more) == 8
-    assert len(core.machines["m1"].held) == 9
+    assert sum(isinstance(a, c.Dispatch) for a in more) == 15
+    assert len(core.machines["m1"].held) == 16
 
 
 def test_adaptive_prefetch_keeps_one_prefetched_task_for_long_tasks():
