@@ -10,6 +10,10 @@
 2. Real shell tasks: 2,000 ``true`` tasks with ``--workers 2`` against ``parallel -j2``.
 3. A 1,000,000-task bag: the master's start-up before the first dispatch (time, peak RSS), in a
    fresh process (``bench/startup_probe.py``); with ``--full`` also a real noop run of that bag.
+4. BaTS planning time: ``Planner(...).options()`` for each scenario of seed 000 §4.1
+   (``deploy/examples/paper/``), N = 1,000, in-process.
+5. ``bats-sim``: wall time of 1,000 tasks on 64 machines (scenario S3-4) and of 1,000,000 tasks on
+   1,000 machines (100,000 with ``--quick``), as subprocesses.
 
 Writes ``bench/RESULTS.md`` (``--quick`` writes ``bench/out/RESULTS-quick.md`` unless ``--output``
 is given, so a smoke run never replaces the real results). Every run gets a fresh temporary
@@ -24,12 +28,14 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -602,6 +608,187 @@ def bench_big(work: Path, repeats: Repeats, n_tasks: int, full: bool, noop_tps: 
     return sec
 
 
+# ---------------------------------------------------------------------------- BaTS planning and bats-sim
+PAPER_DIR = REPO / "deploy" / "examples" / "paper"
+PAPER_SCENARIOS = ("s1-1", "s1-4", "s4-1", "s3-4", "s4-3")  # seed 000 §4.1, in the paper's order
+PAPER_TASKS = 1_000
+PAPER_MEAN_S = 900.0  # T1 = 15 min on cluster1; T2 = T1 / cluster2's speed
+PAPER_RUNTIMES = "normal:15m,134s"  # N(15 min, σ² = 5 min²): σ = √5 min ≈ 134 s
+BATS_SIM = BIN_DIR / "bats-sim"
+SIM_SEED = 1
+T_PLAN_MS = 50.0
+T_SIM_SMALL_S = 2.0
+T_SIM_BIG_S = 60.0
+PLAN_SAMPLES = 25  # timed Planner.options() calls per scenario (5 with --quick)
+N_SIM_BIG = 1_000_000
+SIM_BIG_PER_CLUSTER = 500  # two clusters: 1,000 machines
+SIM_BIG_BUDGET_S = 90.0  # by default the big bats-sim runs repeat only while they fit in this
+
+
+def paper_clusters(name: str) -> list[Any]:
+    """The planner's view of a paper scenario: the clusters of ``deploy/examples/paper/NAME.toml``
+    with T_i = 15 min / the cluster's bats-sim speed."""
+    from bats import provisioners
+    from bats.common.config import load_config
+    from bats.master.planner import ClusterPlan
+    from bats.master.sim import cluster_speed
+
+    config = load_config(PAPER_DIR / f"{name}.toml", provisioners.options_of)
+    return [ClusterPlan.from_config(cl, PAPER_MEAN_S / cluster_speed(cl)) for cl in config.clusters.values()]
+
+
+def bench_planning(samples: int) -> Section:
+    from bats.master.planner import Planner
+
+    sec = Section("4. BaTS planning time")
+    scenarios = {name: paper_clusters(name) for name in PAPER_SCENARIOS}
+    for clusters in scenarios.values():  # warm-up: first numpy calls, imports
+        Planner(clusters, PAPER_TASKS).options()
+    times: dict[str, list[float]] = {name: [] for name in scenarios}
+    for _ in range(samples):
+        for name, clusters in scenarios.items():  # interleaved, so drift hits every scenario alike
+            t0 = time.perf_counter()
+            Planner(clusters, PAPER_TASKS).options()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    t = sec.text
+    t += [
+        (f"For each scenario of seed 000 §4.1, `Planner(clusters, {PAPER_TASKS:,}).options()` "
+         "(`bats.master.planner`): the candidate frontier, the paper's four schedules with their rounding "
+         "(ΔN) refinement, and the Pareto set. Clusters as in `deploy/examples/paper/SCENARIO.toml` (32 machines "
+         f"each, $3 for cluster1, ATU 60 min), T1 = {PAPER_MEAN_S / 60:g} min and T2 = T1 / cluster2's speed "
+         "(the true means, not sampled estimates, so the schedules need not match the paper's Table 2). "
+         f"In-process, `time.perf_counter()` around a fresh `Planner` and its `options()`; one untimed warm-up "
+         f"call per scenario, then {samples} timed calls per scenario, the scenarios interleaved."),
+        "",
+        ("| scenario | cluster2 price, speed | T2 min | median ms | min ms | max ms | candidates | options "
+         f"| cheapest (cluster1, cluster2) | fastest | ≤ {T_PLAN_MS:.0f} ms |"),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, clusters in scenarios.items():
+        planner = Planner(clusters, PAPER_TASKS)
+        opts = planner.options()
+        med = median(times[name])
+        ok = None if med is None else med <= T_PLAN_MS
+        label = "S" + name[1:]
+
+        def config(option_label: str, opts=opts) -> str:
+            o = next((o for o in opts if option_label in (o.label, *o.also)), None)
+            return "—" if o is None else (f"({', '.join(str(v) for v in o.machines.values())}) "
+                                          f"${o.cost:,.0f}, {o.makespan_atu} ATU")
+
+        c2 = clusters[1]
+        t.append(f"| {label} | ${c2.price:g}, {PAPER_MEAN_S / c2.mean_s:g}× | {c2.mean_s / 60:g} "
+                 f"| **{fmt(med, '.2f')}** | {min(times[name]):.2f} | {max(times[name]):.2f} "
+                 f"| {planner.candidate_count:,} | {len(opts)} | {config('cheapest')} | {config('fastest')} "
+                 f"| {verdict(ok)} |")
+        sec.summary.append((f"planning {label}: Planner.options()", fmt(med, ".2f", " ms"), f"≤ {T_PLAN_MS:.0f} ms",
+                            verdict(ok)))
+        sec.medians[f"plan_ms_{name}"] = med
+    t += ["", ("Candidates: configurations on the planner's (cost per ATU, speed) frontier; options: the four "
+               "schedules and the Pareto set after merging equal configurations."), ""]
+    return sec
+
+
+def write_sim_config(path: Path, per_cluster: int) -> Path:
+    """Scenario S3-4's clusters (seed 000 §4.1) with ``per_cluster`` machines each."""
+    path.write_text(
+        "# bench: S3-4's two clusters, scaled up\n"
+        + "".join(f'[clusters.{name}]\nprovisioner = "local"\nmax = {per_cluster}\nprice = {price}\natu = "60m"\n'
+                  f"speed = {speed}\n\n" for name, price, speed in (("cluster1", 3.0, 1.0), ("cluster2", 9.0, 4.0)))
+    )
+    return path
+
+
+def run_sim(work: Path, config: Path, n_tasks: int) -> dict[str, Any]:
+    """One ``bats-sim`` run as a subprocess: wall time; CPU and peak RSS of that process alone
+    (``os.wait4``); the simulator's own timing from its summary line; figures from its report."""
+    report_path, out_path, err_path = work / "sim-report.json", work / "sim-stdout.txt", work / "sim-stderr.txt"
+    report_path.unlink(missing_ok=True)
+    argv = [str(BATS_SIM), "--config", str(config), "--tasks", str(n_tasks), "--runtimes", PAPER_RUNTIMES,
+            "--seed", str(SIM_SEED), "--report", str(report_path)]
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        timer = threading.Timer(RUN_TIMEOUT_S, proc.kill)
+        timer.start()
+        try:
+            _pid, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.perf_counter() - t0
+    code = proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so Popen must be told
+    stdout = out_path.read_text(errors="replace")
+    m = re.search(r"simulated (\d+) events in ([\d.]+) s wall", stdout)
+    report = json.loads(report_path.read_text()) if report_path.exists() else None
+    if code != 0 or report is None or report.get("status") != "done" or m is None:
+        tail = " / ".join(err_path.read_text(errors="replace").strip().splitlines()[-2:])
+        return {"ok": False, "error": f"exit {code}: {tail or 'no report or no summary line'}"}
+    return {"ok": True, "error": "", "wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+            "rss": usage.ru_maxrss / 1024, "events": int(m.group(1)), "sim_s": float(m.group(2)),
+            "makespan": report["makespan_s"], "cost": report["cost"]["total"],
+            "machines": len(report["machines"]), "done": report["tasks"]["done"]}
+
+
+def _sim_table(rows: list[dict[str, Any]]) -> list[str]:
+    t = [("| repeat | wall s | simulation s | process CPU s | peak RSS MiB | events | tasks done | machines "
+          "| virtual makespan | cost |"),
+         "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if not r["ok"]:
+            t.append(f"| {r['rep']} | error: {r['error']} | | | | | | | | |")
+            continue
+        t.append(f"| {r['rep']} | {r['wall']:.2f} | {r['sim_s']:.2f} | {r['cpu']:.2f} | {r['rss']:.0f} "
+                 f"| {r['events']:,} | {r['done']:,} | {r['machines']:,} | {r['makespan'] / 3600:.2f} h "
+                 f"| ${r['cost']:,.0f} |")
+    ok = [r for r in rows if r["ok"]]
+    if ok:
+        t.append(f"| **median** | **{median([r['wall'] for r in ok]):.2f}** | {median([r['sim_s'] for r in ok]):.2f} "
+                 f"| {median([r['cpu'] for r in ok]):.2f} | {median([r['rss'] for r in ok]):.0f} | | | | | |")
+    return t
+
+
+def bench_sim(work: Path, small: Repeats, big: Repeats, n_big: int, big_note: str) -> Section:
+    sec = Section("5. bats-sim")
+    small_cfg = PAPER_DIR / "s3-4.toml"
+    big_cfg = write_sim_config(work / "sim-big.toml", SIM_BIG_PER_CLUSTER)
+    runs: dict[str, list[dict[str, Any]]] = {"small": [], "big": []}
+    for which, repeats, cfg, n in (("small", small, small_cfg, PAPER_TASKS), ("big", big, big_cfg, n_big)):
+        for rep in repeats:
+            row = {"rep": rep, **run_sim(work, cfg, n)}
+            runs[which].append(row)
+            log(f"bats-sim {n:,} tasks rep {rep}: " + (f"{row['wall']:.2f}s wall, {row['sim_s']:.2f}s simulating"
+                                                       if row["ok"] else f"FAILED {row['error']}"))
+    t = sec.text
+    t += [
+        ("The `bats-sim` console script of the venv, run as a subprocess: "
+         f"`bats-sim --config CFG --tasks N --runtimes {PAPER_RUNTIMES} --seed {SIM_SEED} --report FILE` "
+         "(every repeat the same run, so the figures compare). **Wall** = `time.perf_counter()` around the whole "
+         "process (interpreter start-up, imports, drawing the runtimes, the simulation, writing the report); "
+         "**simulation** = the time `bats-sim` reports for its event loop alone; process CPU and peak RSS come from "
+         "`os.wait4` of that process. Until BaTS is wired into the core, the core self-schedules: every machine "
+         "of both clusters is acquired and kept busy, so these runs are the paper's \"fastest\" schedule and "
+         "the heaviest load per virtual hour."),
+        "",
+    ]
+    targets = (("small", T_SIM_SMALL_S, PAPER_TASKS, 64,
+                "`deploy/examples/paper/s3-4.toml` (S3-4: 2 × 32 machines, cluster2 $9 and 4× as fast)", small),
+               ("big", T_SIM_BIG_S, n_big, 2 * SIM_BIG_PER_CLUSTER,
+                f"S3-4's clusters with `max = {SIM_BIG_PER_CLUSTER}` each (written to the temp dir)", big))
+    for which, target, n, machines, cfg_text, repeats in targets:
+        rows = runs[which]
+        ok = [r for r in rows if r["ok"]]
+        med = median([r["wall"] for r in ok])
+        good = False if len(ok) < len(rows) else (None if med is None else med <= target)  # a failed run fails
+        t += [f"**{n:,} tasks on {machines:,} machines** — config {cfg_text}; {repeats.describe()}.", ""]
+        t += _sim_table(rows)
+        t += ["", f"Target ≤ {target:g} s wall: median {fmt(med, '.2f', ' s')} → {verdict(good)}."
+              + (f" {big_note}" if which == "big" and big_note else ""), ""]
+        sec.summary.append((f"bats-sim {n:,} tasks on {machines:,} machines: wall", fmt(med, ".2f", " s"),
+                            f"≤ {target:g} s", verdict(good)))
+        sec.medians[f"sim_wall_{which}"] = med
+    return sec
+
+
 # ---------------------------------------------------------------------------- the report
 def _read(path: str) -> str:
     try:
@@ -701,7 +888,9 @@ def write_results(path: Path, sections: list[Section], args: argparse.Namespace,
         f"{DEFAULT_BUDGET_S:.0f} s budget). Options: `.venv/bin/python bench/run.py --repeats N` (exactly N "
         "repeats, no budget), `--budget SECONDS`, "
         "`--quick` (small bags, one repeat, written to `bench/out/RESULTS-quick.md`), `--full` (adds the real "
-        f"run of the 1,000,000-task bag), `--only 1,3` (some benchmarks), `--variants {DEFAULT_VARIANTS}` "
+        f"run of the 1,000,000-task bag), `--only 1,3` (some benchmarks: 1 noop, 2 shell, 3 big bag, "
+        "4 planning, 5 bats-sim), "
+        f"`--variants {DEFAULT_VARIANTS}` "
         "(benchmark 1's configurations as max:prefetch), `--output FILE`. The transport floor alone: "
         "`.venv/bin/python bench/zmq_floor.py --workers 2 --depth 2 --round-trips 100000`. "
         "GNU parallel is the Debian package `parallel`; without it benchmark 2 skips its peer."),
@@ -737,7 +926,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {DEFAULT_BUDGET_S:.0f}; --full's big run is not counted)")
     p.add_argument("--quick", action="store_true", help="small bags and one repeat: a smoke run")
     p.add_argument("--full", action="store_true", help="also run bats-master on the 1,000,000-task bag")
-    p.add_argument("--only", default="1,2,3", help="comma-separated benchmarks to run (default 1,2,3)")
+    p.add_argument("--only", default="1,2,3,4,5", help="comma-separated benchmarks to run (default 1,2,3,4,5)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="MAX:PREFETCH,...",
                    help=f"benchmark 1's configurations, max workers and [master] prefetch (default "
                         f"{DEFAULT_VARIANTS}; a bare MAX means prefetch {DEFAULT_PREFETCH})")
@@ -755,11 +944,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--variants: {exc}")
     output = Path(args.output) if args.output else (
         BENCH_DIR / "out" / "RESULTS-quick.md" if args.quick else BENCH_DIR / "RESULTS.md")
-    if not BATS_MASTER.exists():
-        print(f"bench: {BATS_MASTER} not found; run 'make install' first", file=sys.stderr)
-        return 2
+    for tool in (BATS_MASTER, BATS_SIM):
+        if not tool.exists():
+            print(f"bench: {tool} not found; run 'make install' first", file=sys.stderr)
+            return 2
 
     n_noop, n_shell, n_big = (10_000, 200, 100_000) if args.quick else (N_NOOP, 2_000, 1_000_000)
+    n_sim_big = 100_000 if args.quick else N_SIM_BIG
     started, started_at = time.perf_counter(), dt.datetime.now().astimezone()
     t0 = time.monotonic()
 
@@ -784,6 +975,21 @@ def main(argv: list[str] | None = None) -> int:
                 + (" + full run" if args.full else ""))
             noop_tps = sections[0].medians.get("tps_default") if sections and 1 in only else None
             sections.append(bench_big(work, plan(3), n_big, args.full, noop_tps))
+        if 4 in only:
+            samples = 5 if args.quick else PLAN_SAMPLES
+            log(f"benchmark 4: BaTS planning time, {len(PAPER_SCENARIOS)} paper scenarios, {samples} calls each")
+            sections.append(bench_planning(samples))
+        if 5 in only:
+            log(f"benchmark 5: bats-sim, {PAPER_TASKS:,} tasks on 64 machines and {n_sim_big:,} on "
+                f"{2 * SIM_BIG_PER_CLUSTER:,}, {args.repeats} repeat(s) at most")
+            if args.fixed:
+                big, note = Repeats(args.repeats, args.repeats), ""
+            else:
+                big = Repeats(args.repeats, 1, time.monotonic() + SIM_BIG_BUDGET_S)
+                note = ("This run is part of the default `make bench` (not behind `--full`): one repeat always "
+                        f"runs, further ones only while they should end within {SIM_BIG_BUDGET_S:.0f} s of this "
+                        "benchmark's start, which keeps the whole `make bench` around 5–6 minutes.")
+            sections.append(bench_sim(work, Repeats(args.repeats, args.repeats), big, n_sim_big, note))
     write_results(output, sections, args, argv, started, started_at, env, git)
     log(f"wrote {output} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0
