@@ -275,10 +275,10 @@ def _assess(table: MachineTable, billings: Mapping[str, Billing], tau_e: TauE,
     """:func:`outlook`'s formulas over all machines at once (kept line for line alike)."""
     n = len(table)
     codes = table.cluster_code
-    plans = [billings[name] for name in table.clusters]
-    atu = np.array([b.atu_s for b in plans])[codes]
-    price = np.array([b.price for b in plans])[codes]
-    min_charge = np.array([b.min_charge_s for b in plans])[codes]
+    cluster_billings = [billings[name] for name in table.clusters]
+    atu = np.array([b.atu_s for b in cluster_billings])[codes]
+    price = np.array([b.price for b in cluster_billings])[codes]
+    min_charge = np.array([b.min_charge_s for b in cluster_billings])[codes]
     up = np.maximum(0.0, table.uptime_s)
     marked = table.marked_for_release
     running = ~np.isnan(table.running_elapsed_s)
@@ -295,7 +295,7 @@ def _assess(table: MachineTable, billings: Mapping[str, Billing], tau_e: TauE,
         if idle_k.any():
             fresh[idle_k] = float(tau_e(name, 0.0))
     fresh = np.where(running, np.maximum(fresh, tau), fresh)
-    up_e = up + (fresh - tau)  # tau is 0 on an idle machine, whose up_e is its uptime
+    up_e = up + np.where(running, fresh - tau, 0.0)  # an idle machine: its uptime
     time_seen = table.rt_s + fresh
     speed = np.divide(table.nt + 1.0, time_seen, out=np.zeros(n), where=time_seen > 0)
     atus_now = np.maximum(1.0, np.ceil(np.maximum(up, min_charge) / atu - _EPS))
