@@ -1,12 +1,14 @@
 """``make bench``: BaTS master benchmarks with the real ``bats-master`` and real worker processes.
 
-    .venv/bin/python bench/run.py [--repeats N] [--quick] [--full] [--only 1,2,3] [--variants 2:1,4:1,2:4]
+    .venv/bin/python bench/run.py [--repeats N] [--quick] [--full] [--only 1,2,3] [--variants 2:auto,2:1,4:auto]
                                   [--output FILE]
 
 1. No-op dispatch throughput: 50,000 ``true`` tasks on a ``noop`` local cluster, for each variant
-   (max workers, ``[master] prefetch``): by default max=2 prefetch=1 (the default configuration),
-   max=4 prefetch=1 and max=2 prefetch=4; each beside its transport floor, a bare pyzmq ROUTER with
-   the same workers and tasks in flight (``bench/zmq_floor.py``), alternating within every repeat.
+   (max workers, ``[master] prefetch``): by default max=2 prefetch=auto (the default configuration,
+   no ``prefetch`` key), max=2 prefetch=1 (the issue's original design, written explicitly) and
+   max=4 prefetch=auto; each beside its transport floor, a bare pyzmq ROUTER with the same workers
+   and tasks in flight (``bench/zmq_floor.py``; 16 for auto, whose depth reaches its maximum with
+   no-op tasks), alternating within every repeat.
 2. Real shell tasks: 2,000 ``true`` tasks with ``--workers 2`` against ``parallel -j2``.
 3. A 1,000,000-task bag: the master's start-up before the first dispatch (time, peak RSS), in a
    fresh process (``bench/startup_probe.py``); with ``--full`` also a real noop run of that bag.
@@ -59,8 +61,11 @@ T_BIG_RSS_MIB = 250.0
 
 PARSL_PUBLISHED_TASKS_PER_S = 1_200  # published figure for Parsl's ZeroMQ executor, not measured here
 
-DEFAULT_PREFETCH = 1  # ``[master] prefetch`` when the config leaves it out
-DEFAULT_VARIANTS = "2:1,4:1,2:4"  # benchmark 1: max:prefetch
+AUTO = "auto"  # ``[master] prefetch = "auto"``: the default, what a config without the key gets
+DEFAULT_PREFETCH = AUTO
+MAX_PREFETCH = 15  # as bats.common.config.MAX_PREFETCH
+AUTO_PREFETCH_MAX = 15  # as bats.common.config.AUTO_PREFETCH_MAX: auto's prefetch for tasks under 10 ms
+DEFAULT_VARIANTS = "2:auto,2:1,4:auto"  # benchmark 1: max:prefetch
 N_NOOP = 50_000  # benchmark 1's bag (100,000 before it ran three variants and their floors)
 
 
@@ -121,8 +126,9 @@ def write_bag(path: Path, lines: Callable[[int], str], n: int) -> Path:
     return path
 
 
-def write_noop_config(path: Path, max_workers: int, prefetch: int = DEFAULT_PREFETCH) -> Path:
-    master = f"[master]\nprefetch = {prefetch}\n\n" if prefetch != DEFAULT_PREFETCH else ""
+def write_noop_config(path: Path, max_workers: int, prefetch: int | str = DEFAULT_PREFETCH) -> Path:
+    """A noop cluster's config; ``prefetch = P`` is written for an integer P, nothing for auto (the default)."""
+    master = f"[master]\nprefetch = {prefetch}\n\n" if prefetch != AUTO else ""
     path.write_text(
         "# bench: one local cluster whose workers skip the command and report at once\n"
         + master
@@ -188,10 +194,11 @@ def fmt(value: float | None, spec: str = ",.0f", unit: str = "") -> str:
 
 @dataclass(frozen=True)
 class Variant:
-    """One configuration of benchmark 1: ``max`` noop workers, each holding 1 + ``prefetch`` tasks."""
+    """One configuration of benchmark 1: ``max`` noop workers and ``[master] prefetch``, ``"auto"`` or an
+    integer P (each worker then holds 1 + P tasks)."""
 
     max: int
-    prefetch: int = DEFAULT_PREFETCH
+    prefetch: int | str = DEFAULT_PREFETCH
 
     @property
     def label(self) -> str:
@@ -199,22 +206,26 @@ class Variant:
 
     @property
     def depth(self) -> int:
-        return 1 + self.prefetch
+        """Tasks in flight per worker, the transport floor's D: 1 + P, or for auto 1 + AUTO_PREFETCH_MAX
+        (with no-op tasks the core's adaptive depth reaches its maximum after the first result)."""
+        return 1 + (AUTO_PREFETCH_MAX if self.prefetch == AUTO else int(self.prefetch))
 
 
 def parse_variants(text: str) -> list[Variant]:
-    """``"2:1,4:1,2:4"`` (max:prefetch; a bare ``max`` means the default prefetch) -> variants."""
+    """``"2:auto,2:1,4:auto"`` (max:prefetch, prefetch ``auto`` or 0-15; a bare ``max`` means auto) -> variants."""
     variants: list[Variant] = []
     for item in (x.strip() for x in text.split(",")):
         if not item:
             continue
         max_text, _, prefetch_text = item.partition(":")
+        prefetch_text = prefetch_text.strip().lower()
         try:
-            v = Variant(int(max_text), int(prefetch_text) if prefetch_text else DEFAULT_PREFETCH)
+            prefetch = AUTO if prefetch_text in ("", AUTO) else int(prefetch_text)
+            v = Variant(int(max_text), prefetch)
         except ValueError:
-            raise ValueError(f"expected MAX:PREFETCH such as 2:1, got {item!r}") from None
-        if v.max < 1 or not 0 <= v.prefetch <= 15:
-            raise ValueError(f"{item!r}: max must be at least 1 and prefetch between 0 and 15")
+            raise ValueError(f"expected MAX:auto, MAX:PREFETCH or MAX, such as 2:auto or 2:1, got {item!r}") from None
+        if v.max < 1 or (v.prefetch != AUTO and not 0 <= int(v.prefetch) <= MAX_PREFETCH):
+            raise ValueError(f"{item!r}: max must be at least 1 and prefetch auto or between 0 and {MAX_PREFETCH}")
         if v in variants:
             raise ValueError(f"{item!r} is listed twice")
         variants.append(v)
@@ -224,14 +235,14 @@ def parse_variants(text: str) -> list[Variant]:
 
 
 def default_variant(variants: list[Variant]) -> Variant | None:
-    """The variant that is the default configuration: prefetch left at its default, and preferably
-    ``max = 2``, the worker count of benchmark 2 and of the full big-bag run."""
+    """The variant that is the default configuration: prefetch left at its default (auto, no key
+    written), and preferably ``max = 2``, the worker count of benchmark 2 and of the full big-bag run."""
     plain = [v for v in variants if v.prefetch == DEFAULT_PREFETCH]
     return next((v for v in plain if v.max == 2), plain[0] if plain else None)
 
 
 def run_floor(variant: Variant, round_trips: int) -> dict[str, Any]:
-    """One run of ``bench/zmq_floor.py`` with W = max and D = 1 + prefetch, in a fresh process."""
+    """One run of ``bench/zmq_floor.py`` with W = max and D = ``variant.depth``, in a fresh process."""
     argv = [sys.executable, str(FLOOR), "--workers", str(variant.max), "--depth", str(variant.depth),
             "--round-trips", str(round_trips)]
     try:
@@ -317,10 +328,10 @@ def bench_noop(work: Path, repeats: Repeats, n_tasks: int, variants: list[Varian
         return None if med[v]["us_per_task"] is None else med[v]["us_per_task"] <= T_NOOP_CPU_US
 
     default_text = (
-        f"**The default configuration is `{default.label}`**: `[master] prefetch` left at its default "
-        f"{DEFAULT_PREFETCH} (the issue's design: each worker holds the task it runs plus one prefetched) "
-        f"and {default.max} workers" + (", as `--workers 2` in benchmark 2. " if default.max == 2 else ". ")
-        if default else "None of these variants is the default configuration (`prefetch = 1`). ")
+        f"**The default configuration is `{default.label}`**: no `[master] prefetch` key, so the default "
+        f"`\"{AUTO}\"`, and {default.max} workers"
+        + (", as `--workers 2` in benchmark 2. " if default.max == 2 else ". ")
+        if default else f"None of these variants is the default configuration (`prefetch` {AUTO}). ")
     t = sec.text
     t += [
         f"Bag: {n_tasks:,} lines of `true`"
@@ -329,8 +340,12 @@ def bench_noop(work: Path, repeats: Repeats, n_tasks: int, variants: list[Varian
            "depend on the bag size)" if n_tasks == N_NOOP else "")
         + ". Config: one `local` cluster, `max = N`, "
         "`price = 0`, `noop = true` (workers skip the command and report at once, so this measures the master's "
-        "dispatch path: ZeroMQ, decode, core, journal); a variant with `prefetch` ≠ "
-        f"{DEFAULT_PREFETCH} also sets `[master]` `prefetch = P` (each worker then holds 1 + P tasks). "
+        "dispatch path: ZeroMQ, decode, core, journal); a variant with an integer `prefetch` P also sets "
+        "`[master]` `prefetch = P` (each worker then holds 1 + P tasks; `prefetch = 1`, one running and one "
+        f"prefetched, is the issue's original design), one with `prefetch={AUTO}` leaves the key out. "
+        f"`{AUTO}` is the default: the master sends each worker one prefetched task while the recent mean task "
+        f"runtime is 10 ms or more, and up to {AUTO_PREFETCH_MAX} while tasks are shorter, since then per-message "
+        "costs, not the tasks, dominate. "
         "Command: `bats-master --bag BAG --config CFG --state-dir FRESH --quiet`. "
         + default_text
         + "Every variant is held to both targets.",
@@ -343,7 +358,9 @@ def bench_noop(work: Path, repeats: Repeats, n_tasks: int, variants: list[Varian
         "The raw figure (cpu_s / tasks, no subtraction) is shown too."),
         "* **tree CPU** = CPU of bats-master plus its workers (getrusage of waited-for children), for scale.",
         (f"* **transport floor** = `bench/zmq_floor.py --workers W --depth D --round-trips {n_tasks}` with "
-        "W = max and D = 1 + prefetch: a bare pyzmq ROUTER on `tcp://127.0.0.1:*` and W worker processes, each a "
+        f"W = max and D = 1 + prefetch, or 1 + {AUTO_PREFETCH_MAX} = {1 + AUTO_PREFETCH_MAX} for `prefetch={AUTO}` "
+        "(with no-op tasks the master's adaptive depth reaches its maximum after the first result): a bare pyzmq "
+        "ROUTER on `tcp://127.0.0.1:*` and W worker processes, each a "
         "DEALER that answers every frame with a 60-byte frame at once; the ROUTER first sends D frames to each "
         f"worker, then answers every echo with one new frame, until {n_tasks:,} round trips are done. "
         "Round trips/s = round trips / seconds from the first send to the last echo; CPU per round trip = "
@@ -891,8 +908,9 @@ def write_results(path: Path, sections: list[Section], args: argparse.Namespace,
         f"run of the 1,000,000-task bag), `--only 1,3` (some benchmarks: 1 noop, 2 shell, 3 big bag, "
         "4 planning, 5 bats-sim), "
         f"`--variants {DEFAULT_VARIANTS}` "
-        "(benchmark 1's configurations as max:prefetch), `--output FILE`. The transport floor alone: "
-        "`.venv/bin/python bench/zmq_floor.py --workers 2 --depth 2 --round-trips 100000`. "
+        "(benchmark 1's configurations as max:prefetch, prefetch `auto` or 0–15, a bare max meaning auto), "
+        "`--output FILE`. The transport floor alone: "
+        f"`.venv/bin/python bench/zmq_floor.py --workers 2 --depth {1 + AUTO_PREFETCH_MAX} --round-trips 100000`. "
         "GNU parallel is the Debian package `parallel`; without it benchmark 2 skips its peer."),
         "",
     ]
@@ -929,7 +947,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="1,2,3,4,5", help="comma-separated benchmarks to run (default 1,2,3,4,5)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="MAX:PREFETCH,...",
                    help=f"benchmark 1's configurations, max workers and [master] prefetch (default "
-                        f"{DEFAULT_VARIANTS}; a bare MAX means prefetch {DEFAULT_PREFETCH})")
+                        f"{DEFAULT_VARIANTS}; PREFETCH is auto or 0-{MAX_PREFETCH}, a bare MAX means auto)")
     p.add_argument("--output", help="where to write the results (default bench/RESULTS.md)")
     args = p.parse_args(argv)
     args.fixed = args.repeats is not None or args.quick
