@@ -86,6 +86,11 @@ RANGES: dict[str, tuple[tuple[str, float, float], ...]] = {
 WORKER_TYPES = frozenset({"hello", "ask", "result", "heartbeat", "bye"})
 MASTER_TYPES = frozenset({"welcome", "task", "wait", "heartbeat", "unknown", "stop"})
 
+# the schema as (field, set of exact types) pairs: one set lookup a field on the hot path
+_EXACT_TYPES = {kind: tuple((field, frozenset(types)) for field, types in fields.items())
+                for kind, fields in SCHEMAS.items()}
+_MISSING = object()
+
 _packer = msgpack.Packer(use_bin_type=True)
 
 
@@ -117,13 +122,13 @@ def decode(frame: bytes, allowed: frozenset[str]) -> dict[str, Any]:
     msg_type = msg.get("type")
     if not isinstance(msg_type, str) or msg_type not in allowed:
         raise ProtocolError(f"unknown message type {_short(msg_type)}")
-    for field, types in SCHEMAS[msg_type].items():
-        if field not in msg:
-            raise ProtocolError(f"{msg_type}: missing field {field!r}")
-        value = msg[field]
-        # bool is an int subclass; keep the two apart so True never becomes a task id
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            raise ProtocolError(f"{msg_type}: field {field!r} has type {type(value).__name__}")
+    for field, types in _EXACT_TYPES[msg_type]:
+        # exact types: msgpack yields plain int/float/str/bytes/bool/None, and bool (an int
+        # subclass) must never pass as an int, so True never becomes a task id
+        if type(msg.get(field, _MISSING)) not in types:
+            if field not in msg:
+                raise ProtocolError(f"{msg_type}: missing field {field!r}")
+            raise ProtocolError(f"{msg_type}: field {field!r} has type {type(msg[field]).__name__}")
     for field, low, high in RANGES.get(msg_type, ()):
         value = msg[field]
         if value is not None and not low <= value <= high:  # also false for NaN
