@@ -19,11 +19,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from bats.common import __version__
 from bats.common.config import Config, ConfigError, default_config, load_config
-from bats.common.durations import parse_duration
+from bats.master.args import OneLineArgumentParser, UsageError, duration_arg
 from bats.master.bag import BagError, load_bag
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
@@ -31,26 +31,11 @@ DEFAULT_STATE_DIR = "bats-run"
 log = logging.getLogger("bats.master")
 
 
-class UsageError(Exception):
-    """Bad input: printed as one line, exit 2."""
 
-
-class _ArgumentParser(argparse.ArgumentParser):
-    """argparse whose usage errors are one line and exit 2, like every other bad input."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
-def _duration_arg(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(
+    p = OneLineArgumentParser(
         prog="bats-master",
         description="Run a bag of shell tasks (one per line) on local or rented machines.",
         epilog="Other commands: 'bats-master results --help'.",
@@ -61,7 +46,7 @@ def _run_parser() -> argparse.ArgumentParser:
                    help=f"where the journal, outputs and report live (default ./{DEFAULT_STATE_DIR})")
     p.add_argument("--resume", action="store_true", help="continue the run in --state-dir without re-running finished tasks")
     p.add_argument("--retries", type=int, metavar="N", help="re-run a failed task up to N times on another machine (default 0)")
-    p.add_argument("--task-timeout", type=_duration_arg, metavar="DURATION",
+    p.add_argument("--task-timeout", type=duration_arg, metavar="DURATION",
                    help="kill a task after this long and count it failed (e.g. 90s, 10m)")
     p.add_argument("--report", metavar="FILE", help="where to write report.json (default STATE_DIR/report.json)")
     p.add_argument("--workers", type=int, metavar="N", help="with no --config: local workers to start (default: one per core)")
@@ -73,7 +58,7 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _results_parser() -> argparse.ArgumentParser:
-    p = _ArgumentParser(prog="bats-master results", description="Export task results from a run's journal.")
+    p = OneLineArgumentParser(prog="bats-master results", description="Export task results from a run's journal.")
     p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
     p.add_argument("--failed", action="store_true", help="only tasks that failed")
     p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
@@ -181,12 +166,14 @@ def _endpoints(config: Config) -> tuple[str, str | None]:
 
 
 def _bind(config: Config):
+    import zmq
+
     from bats.master.server import bind_router
 
     listen, _advertise = _endpoints(config)
     try:
         return bind_router(listen)
-    except Exception as exc:
+    except zmq.ZMQError as exc:
         raise UsageError(f"{config.source}: [master] listen: cannot bind {listen}: {exc}") from None
 
 

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from bats.common.config import ClusterConfig, Config
 from bats.master import core as c
+from bats.master.args import OneLineArgumentParser, UsageError, duration_arg
 
 if TYPE_CHECKING:
     from bats.master.runtimes import RuntimeDistribution
@@ -308,28 +309,13 @@ def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: in
 
 
 # ---------------------------------------------------------------- the command
-class UsageError(Exception):
-    """Bad input: printed as one line, exit 2."""
 
-
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
-
-
-def _duration_arg(text: str) -> float:
-    from bats.common.durations import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
     from bats.common import __version__
 
-    p = _ArgumentParser(
+    p = OneLineArgumentParser(
         prog="bats-sim",
         description="Run a bag of N simulated tasks through the BaTS master's core in virtual time.",
         epilog="Runtime specs (durations: bare number = seconds, or 90s, 15m, 1h): normal:MEAN,SD "
@@ -344,7 +330,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, default=0, metavar="N", help="re-run a failed task up to N times (default 0)")
     p.add_argument("--fail-rate", type=float, default=0.0, metavar="P",
                    help="probability that a task attempt fails (default 0)")
-    p.add_argument("--tick", type=_duration_arg, default=DEFAULT_TICK_S, metavar="DURATION",
+    p.add_argument("--tick", type=duration_arg, default=DEFAULT_TICK_S, metavar="DURATION",
                    help="virtual time between the core's Tick events (default 60s)")
     p.add_argument("--report", metavar="FILE", help="write report.json here")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
