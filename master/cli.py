@@ -167,7 +167,6 @@ def _endpoints(config: Config) -> tuple[str, str | None]:
 
 def _bind(config: Config):
     import zmq
-
     from bats.master.server import bind_router
 
     listen, _advertise = _endpoints(config)

@@ -32,8 +32,9 @@ import enum
 import math
 import random
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Union
+from typing import Union
 
 from bats.common.config import ClusterConfig
 

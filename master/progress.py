@@ -27,7 +27,13 @@ class ProgressView:
         self.live = sys.stderr.isatty() if live is None else live
         self._progress = None
         if self.live:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self._progress = Progress(
                 TextColumn("[bold]bats"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),

@@ -14,13 +14,18 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import zmq
-
 from bats.common.config import Config
-from bats.common.protocol import MAX_FRAME_BYTES, WORKER_TYPES, ProtocolError, decode, encode
+from bats.common.protocol import (
+    MAX_FRAME_BYTES,
+    WORKER_TYPES,
+    ProtocolError,
+    decode,
+    encode,
+)
 from bats.master import core as c
 from bats.master.bag import Bag
 from bats.master.journal import Journal, JournalError
