@@ -21,8 +21,11 @@ Master -> worker
   unknown    -                                                 "say hello first" (e.g. master restarted)
   stop       reason                                            finish and exit
 
-Every decoded frame goes through :func:`decode`, which checks size, version, type and the type of
-each field and raises :class:`ProtocolError` with a one-line reason; callers log and drop.
+A frame may also carry several messages packed back to back (a msgpack stream), when a peer has
+several ready for the other side at once: one ZeroMQ message then moves a burst of short tasks or
+their results. Every frame goes through :func:`decode_all` (or :func:`decode` where exactly one
+message is expected), which checks size, version, type and the type and range of each field and
+raises :class:`ProtocolError` with a one-line reason; callers log and drop the whole frame.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ VERSION = 1
 MAX_FRAME_BYTES = 1 << 20  # 1 MiB: two 64 KiB output tails plus a command fit comfortably
 OUTPUT_TAIL_BYTES = 64 * 1024
 MAX_COMMAND_BYTES = 64 * 1024
+MAX_MESSAGES_PER_FRAME = 256
 
 
 class ProtocolError(ValueError):
@@ -102,18 +106,52 @@ def encode(msg_type: str, **fields: Any) -> bytes:
 
 
 def decode(frame: bytes, allowed: frozenset[str]) -> dict[str, Any]:
-    """Unpack and validate one frame; raise :class:`ProtocolError` naming what is wrong."""
+    """Unpack and validate a frame holding exactly one message; raise :class:`ProtocolError`."""
     if len(frame) > MAX_FRAME_BYTES:
         raise ProtocolError(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
     try:
-        msg = msgpack.unpackb(
-            frame,
-            raw=False,
-            strict_map_key=True,
-            use_list=True,
-        )
+        msg = msgpack.unpackb(frame, raw=False, strict_map_key=True, use_list=True)
     except Exception as exc:  # msgpack raises several unrelated exception types
         raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
+    return _validate(msg, allowed)
+
+
+def decode_all(frame: bytes, allowed: frozenset[str]) -> list[dict[str, Any]]:
+    """Unpack and validate a frame holding one message or several packed back to back.
+
+    A peer with several messages ready for the other side at once (a burst of short tasks, or
+    their results) sends them in one frame: one ZeroMQ message instead of several. Every message
+    is validated before any is returned, so a frame with one bad message is dropped whole."""
+    if len(frame) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+    try:
+        return [_validate(msgpack.unpackb(frame, raw=False, strict_map_key=True, use_list=True), allowed)]
+    except msgpack.ExtraData:
+        pass  # more than one message: read the frame as a stream
+    except ProtocolError:
+        raise
+    except Exception as exc:
+        raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, use_list=True, max_buffer_size=MAX_FRAME_BYTES)
+    unpacker.feed(frame)
+    messages = []
+    end = 0  # where the last complete message ended
+    try:
+        for msg in unpacker:
+            if len(messages) == MAX_MESSAGES_PER_FRAME:
+                raise ProtocolError(f"more than {MAX_MESSAGES_PER_FRAME} messages in one frame")
+            messages.append(_validate(msg, allowed))
+            end = unpacker.tell()
+    except ProtocolError:
+        raise
+    except Exception as exc:
+        raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
+    if end != len(frame):
+        raise ProtocolError(f"truncated message at byte {end} of the frame")
+    return messages
+
+
+def _validate(msg: Any, allowed: frozenset[str]) -> dict[str, Any]:
     if not isinstance(msg, dict):
         raise ProtocolError(f"expected a map, got {type(msg).__name__}")
     version = msg.get("v")

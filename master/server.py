@@ -23,7 +23,7 @@ from bats.common.protocol import (
     MAX_FRAME_BYTES,
     WORKER_TYPES,
     ProtocolError,
-    decode,
+    decode_all,
     encode,
 )
 from bats.master import core as c
@@ -80,7 +80,7 @@ class Server:
         self.finish: c.Finish | None = None
         self.stop_reason: str | None = None
         self.dropped_frames = 0
-        self._outbox: list[tuple[bytes, bytes]] | None = None
+        self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
         self._execute = {
             c.Dispatch: self._do_dispatch,
             c.RecordResult: self._do_record,
@@ -126,11 +126,11 @@ class Server:
 
     def _drain(self) -> None:
         """Wait up to a tick for a frame, handle it and every frame already waiting (up to a batch),
-        then send all replies in one burst, which lets ZeroMQ's I/O thread move them together
-        instead of waking once per message."""
+        then send the replies: one frame per peer holding all its messages of the batch, so a burst
+        of short tasks costs one ZeroMQ message instead of one each."""
         sock = self.socket
         recv, more = sock.recv, sock.getsockopt
-        self._outbox = outbox = []
+        self._outbox = outbox = {}
         flags = 0  # the first receive blocks (up to RCVTIMEO); the rest take only what is there
         try:
             for _ in range(DRAIN_BATCH):
@@ -148,10 +148,10 @@ class Server:
         finally:
             self._outbox = None
             send = sock.send
-            for identity, frame in outbox:
-                try:
+            for identity, frames in outbox.items():
+                try:  # all of a peer's messages of this batch in one frame (see protocol.decode_all)
                     send(identity, _SNDMORE_NOBLOCK)
-                    send(frame, _NOBLOCK)
+                    send(frames[0] if len(frames) == 1 else b"".join(frames), _NOBLOCK)
                 except zmq.Again:
                     log.warning("send queue full for peer %s; frame dropped", identity.hex())
 
@@ -170,22 +170,27 @@ class Server:
 
     def _on_frame(self, parts: list[bytes]) -> None:
         identity = parts[0]
-        peer = self.peers.get(identity)
-        name = peer.machine if peer else f"peer {identity.hex()}"
         if len(parts) != 2:
-            self._drop(name, f"expected 1 frame, got {len(parts) - 1}")
+            peer = self.peers.get(identity)
+            self._drop(peer.machine if peer else f"peer {identity.hex()}", f"expected 1 frame, got {len(parts) - 1}")
             return
         try:
-            msg = decode(parts[1], WORKER_TYPES)
+            messages = decode_all(parts[1], WORKER_TYPES)
         except ProtocolError as exc:
-            self._drop(name, str(exc))
+            peer = self.peers.get(identity)
+            self._drop(peer.machine if peer else f"peer {identity.hex()}", str(exc))
             return
+        for msg in messages:
+            self._on_message(identity, msg)
+
+    def _on_message(self, identity: bytes, msg: dict) -> None:
         kind = msg["type"]
         if kind == "hello":
             self._on_hello(identity, msg)
             return
+        peer = self.peers.get(identity)  # looked up per message: a hello earlier in the frame counts
         if peer is None:
-            self._drop(name, f"{kind} before hello")
+            self._drop(f"peer {identity.hex()}", f"{kind} before hello")
             self._send(identity, encode("unknown"))
             return
         peer.last_seen = time.monotonic()
@@ -233,7 +238,7 @@ class Server:
     # ------------------------------------------------------------ actions out
     def _send(self, identity: bytes, frame: bytes) -> None:
         if self._outbox is not None:  # inside _drain: sent at the end of the batch
-            self._outbox.append((identity, frame))
+            self._outbox.setdefault(identity, []).append(frame)
             return
         try:
             self.socket.send(identity, _SNDMORE_NOBLOCK)

@@ -362,3 +362,47 @@ def test_fuzz_oracle_sees_both_outcomes():
 
     count()
     assert accepted > 10 and rejected > 10, (accepted, rejected)
+
+
+# ----------------------------------------------------------------------------------- several messages a frame
+def test_a_frame_may_carry_several_messages_back_to_back():
+    from bats.common.protocol import decode_all
+
+    ask, beat = encode("ask", n=1), encode("heartbeat")
+    assert [m["type"] for m in decode_all(ask + beat + ask, WORKER_TYPES)] == ["ask", "heartbeat", "ask"]
+    assert decode_all(ask, WORKER_TYPES) == [decode(ask, WORKER_TYPES)]
+
+
+@pytest.mark.parametrize("tail", [b"\x81", b"\x81\xa1", b"\xc1", b"\x92\x01"])
+def test_a_frame_with_a_bad_or_truncated_message_after_good_ones_is_dropped_whole(tail):
+    from bats.common.protocol import decode_all
+
+    with pytest.raises(ProtocolError):
+        decode_all(encode("ask", n=1) + tail, WORKER_TYPES)
+
+
+def test_one_invalid_message_among_valid_ones_rejects_the_frame():
+    from bats.common.protocol import decode_all
+
+    with pytest.raises(ProtocolError, match="unknown message type"):
+        decode_all(encode("ask", n=1) + encode("task", task=1, attempt=1, command="x", timeout_s=None),
+                   WORKER_TYPES)
+
+
+def test_too_many_messages_in_one_frame_are_refused():
+    from bats.common.protocol import MAX_MESSAGES_PER_FRAME, decode_all
+
+    with pytest.raises(ProtocolError, match="more than"):
+        decode_all(encode("heartbeat") * (MAX_MESSAGES_PER_FRAME + 1), WORKER_TYPES)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_decode_all_of_arbitrary_bytes_only_ever_raises_protocol_error(data):
+    from bats.common.protocol import decode_all
+
+    try:
+        messages = decode_all(data, WORKER_TYPES)
+    except ProtocolError:
+        return
+    assert messages and all(passes_schema(m, WORKER_TYPES) for m in messages)

@@ -6,6 +6,7 @@ a random localhost port, and drives it with the real protocol (``encode`` / ``de
 
 from __future__ import annotations
 
+import collections
 import os
 import shlex
 import signal
@@ -22,7 +23,7 @@ import msgpack
 import psutil
 import pytest
 import zmq
-from bats.common.protocol import OUTPUT_TAIL_BYTES, WORKER_TYPES, decode, encode
+from bats.common.protocol import OUTPUT_TAIL_BYTES, WORKER_TYPES, decode_all, encode
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -53,14 +54,17 @@ class FakeMaster:
                     time.sleep(0.05)
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
         self.peer = b""
+        self.inbox: collections.deque[dict[str, Any]] = collections.deque()
 
     def recv(self, timeout: float = 5.0) -> dict[str, Any]:
-        """The next message from any worker (heartbeats included)."""
-        if not self.sock.poll(int(timeout * 1000)):
-            raise AssertionError(f"no message from the worker within {timeout}s")
-        ident, frame = self.sock.recv_multipart()
-        self.peer = ident
-        return decode(frame, WORKER_TYPES)
+        """The next message from any worker (heartbeats included); a frame may carry several."""
+        if not self.inbox:
+            if not self.sock.poll(int(timeout * 1000)):
+                raise AssertionError(f"no message from the worker within {timeout}s")
+            ident, frame = self.sock.recv_multipart()
+            self.peer = ident
+            self.inbox.extend(decode_all(frame, WORKER_TYPES))
+        return self.inbox.popleft()
 
     def expect(self, kind: str, timeout: float = 5.0) -> dict[str, Any]:
         """The next message other than a heartbeat, which must be of type ``kind``."""

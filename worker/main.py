@@ -38,7 +38,7 @@ from typing import Any
 import zmq
 from bats.common import __version__
 from bats.common.durations import parse_duration
-from bats.common.protocol import MASTER_TYPES, ProtocolError, decode, encode
+from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
 from bats.worker.task import TaskRun
 
 log = logging.getLogger("bats.worker")
@@ -81,6 +81,7 @@ class Worker:
         self._sock: zmq.Socket | None = None
         self._poller = zmq.Poller()
         self.slots = SLOTS
+        self._outgoing: list[bytes] | None = None
         self._welcomed = False
         self._last_sent = 0.0
         self._last_recv = 0.0
@@ -174,6 +175,9 @@ class Worker:
         self._sock = None
 
     def _send(self, frame: bytes, now: float) -> None:
+        if self._outgoing is not None:  # inside _drain_socket: sent together at its end
+            self._outgoing.append(frame)
+            return
         try:
             self._sock.send(frame, zmq.NOBLOCK)  # type: ignore[union-attr]
         except zmq.Again:
@@ -197,24 +201,33 @@ class Worker:
         self._hello(now)
 
     def _drain_socket(self, now: float) -> None:
+        """Handle every frame waiting; what the handling sends (results of no-op tasks, say) goes
+        out as one frame at the end, see ``protocol.decode_all``."""
         sock = self._sock
-        for _ in range(MAX_FRAMES_PER_WAKE):
-            try:
-                frame = sock.recv(zmq.NOBLOCK)  # type: ignore[union-attr]
-            except zmq.Again:
-                return
-            self._last_recv = now
-            try:
-                msg = decode(frame, MASTER_TYPES)
-            except ProtocolError as exc:
-                log.warning("dropped a frame from the master: %s", exc)
-                continue
-            try:
-                self._handle(msg, now)
-            except Exception:  # a bug handling one message must not take the worker down
-                log.exception("dropped a %r message that could not be handled", msg.get("type"))
-            if self._exit_reason is not None or self._sock is not sock:
-                return
+        self._outgoing = outgoing = []
+        try:
+            for _ in range(MAX_FRAMES_PER_WAKE):
+                try:
+                    frame = sock.recv(zmq.NOBLOCK)  # type: ignore[union-attr]
+                except zmq.Again:
+                    return
+                self._last_recv = now
+                try:
+                    messages = decode_all(frame, MASTER_TYPES)
+                except ProtocolError as exc:
+                    log.warning("dropped a frame from the master: %s", exc)
+                    continue
+                for msg in messages:
+                    try:
+                        self._handle(msg, now)
+                    except Exception:  # a bug handling one message must not take the worker down
+                        log.exception("dropped a %r message that could not be handled", msg.get("type"))
+                    if self._exit_reason is not None or self._sock is not sock:
+                        return
+        finally:
+            self._outgoing = None
+            if outgoing and self._sock is sock:
+                self._send(outgoing[0] if len(outgoing) == 1 else b"".join(outgoing), now)
 
     # -- messages ----------------------------------------------------------------------------
 
