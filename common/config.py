@@ -66,6 +66,7 @@ class ClusterConfig:
     atu_s: float = 3600.0
     options: dict[str, Any] = field(default_factory=dict)
     speed: float = 1.0  # used by bats-sim: runtimes are divided by it
+    min_charge_s: float = 0.0  # a machine is billed for at least this long (EC2: atu 1s, min_charge 60s)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ _CLUSTER_KEYS = {
     "price": ("money", 0.0),
     "atu": ("duration", 3600.0),
     "speed": ("factor", 1.0),  # used by bats-sim: runtimes are divided by it
+    "min_charge": ("duration", 0.0),  # billed for at least this long
 }
 
 
@@ -249,5 +251,6 @@ def load_config(
             atu_s=values.get("atu", 3600.0),
             options=options,
             speed=values.get("speed", 1.0),
+            min_charge_s=values.get("min_charge", 0.0),
         )
     return Config(master=master, clusters=clusters, source=source)

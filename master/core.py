@@ -196,9 +196,10 @@ class Machine:
         return max(0.0, end - self.acquired_at)
 
 
-def atus_begun(uptime_s: float, atu_s: float) -> int:
-    """ATUs paid for ``uptime_s`` of a machine: every begun ATU counts, the first one at once."""
-    return max(1, math.ceil(uptime_s / atu_s - 1e-9))
+def atus_begun(uptime_s: float, atu_s: float, min_charge_s: float = 0.0) -> int:
+    """ATUs paid for ``uptime_s`` of a machine: every begun ATU counts, the first one at once, and
+    never less than the cluster's minimum charge (EC2 bills per second after the first minute)."""
+    return max(1, math.ceil(max(uptime_s, min_charge_s) / atu_s - 1e-9))
 
 
 # task status codes, one byte per task id
@@ -271,7 +272,7 @@ class Core:
 
     def machine_cost(self, machine: Machine, now: float) -> tuple[int, float]:
         cluster = self.clusters[machine.cluster]
-        atus = atus_begun(machine.uptime(now), cluster.atu_s)
+        atus = atus_begun(machine.uptime(now), cluster.atu_s, cluster.min_charge_s)
         return atus, atus * cluster.price
 
     def report(self, now: float) -> dict:

@@ -326,3 +326,13 @@ def test_adaptive_prefetch_keeps_one_prefetched_task_for_long_tasks():
     more = core.handle(c.TaskFinished(30.0, "m1", first[0].task, 1, 0, 30.0))
     assert sum(isinstance(a, c.Dispatch) for a in more) == 1
     assert len(core.machines["m1"].held) == 2
+
+
+def test_cost_counts_every_begun_atu_and_at_least_the_minimum_charge():
+    per_second = ClusterConfig("ec2", "local", max=1, price=0.001, atu_s=1.0, min_charge_s=60.0)
+    core = make_core(tasks=(1,), clusters={"ec2": per_second})
+    core.handle(c.RunStarted(0.0))
+    core.handle(c.MachineAcquired(0.0, "m1", "ec2"))
+    assert core.machine_cost(core.machines["m1"], 10.0) == (60, pytest.approx(0.060))  # the first minute
+    assert core.machine_cost(core.machines["m1"], 90.5) == (91, pytest.approx(0.091))  # then per second
+    assert c.atus_begun(3600.0, 3600.0) == 1 and c.atus_begun(3600.5, 3600.0) == 2

@@ -367,3 +367,16 @@ def test_load_config_error_is_one_line_naming_the_file(tmp_path, case):
     message = str(info.value)
     assert message.startswith(str(path)) and "\n" not in message
     assert_names(message, *fragments)
+
+
+def test_min_charge_is_a_duration_per_cluster(tmp_path):
+    from bats import provisioners
+    from bats.common.config import ConfigError, load_config
+
+    good = tmp_path / "good.toml"
+    good.write_text('[clusters.ec2]\nprovisioner = "local"\nmax = 2\natu = "1s"\nmin_charge = "1m"\nprice = 0.0001\n')
+    assert load_config(good, provisioners.options_of).clusters["ec2"].min_charge_s == 60.0
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[clusters.ec2]\nprovisioner = "local"\nmax = 2\nmin_charge = "soon"\n')
+    with pytest.raises(ConfigError, match=r"\[clusters.ec2\] min_charge"):
+        load_config(bad, provisioners.options_of)
