@@ -1,6 +1,6 @@
 """``make bench``: BaTS master benchmarks with the real ``bats-master`` and real worker processes.
 
-    .venv/bin/python bench/run.py [--repeats N] [--quick] [--full] [--only 1,2,3] [--variants 2:auto,2:1,4:auto]
+    .venv/bin/python bench/run.py [--repeats N] [--quick] [--full] [--only 1,2,3,6] [--variants 2:auto,2:1,4:auto]
                                   [--output FILE]
 
 1. No-op dispatch throughput: 50,000 ``true`` tasks on a ``noop`` local cluster, for each variant
@@ -16,6 +16,9 @@
    (``deploy/examples/paper/``), N = 1,000, in-process.
 5. ``bats-sim``: wall time of 1,000 tasks on 64 machines (scenario S3-4) and of 1,000,000 tasks on
    1,000 machines (100,000 with ``--quick``), as subprocesses.
+6. BaTS monitoring tick: one ``bats.master.monitor.check(...)`` over 1,000 machines, from a
+   ``MachineTable`` (the target) and from ``MachineView`` objects (conversion included), and
+   ``plan_releases(...)``, in-process.
 
 Writes ``bench/RESULTS.md`` (``--quick`` writes ``bench/out/RESULTS-quick.md`` unless ``--output``
 is given, so a smoke run never replaces the real results). Every run gets a fresh temporary
@@ -806,6 +809,144 @@ def bench_sim(work: Path, small: Repeats, big: Repeats, n_big: int, big_note: st
     return sec
 
 
+# ---------------------------------------------------------------------------- BaTS monitoring tick
+T_TICK_MS = 1.0  # issue 3: "one monitoring tick with 1,000 machines (≤ 1 ms)"
+TICK_MACHINES = 1_000
+TICK_SAMPLES = 200  # timed calls of each form (50 with --quick)
+TICK_WARMUP = 20  # untimed calls of each form first
+TICK_SEED = 7
+TICK_CLUSTERS = (("cluster1", 3.0), ("cluster2", 9.0))  # name, price per 60-min ATU
+TICK_ATU_S = 3600.0
+TICK_SAMPLE_N = 30  # sample runtimes per cluster, N(900 s, 134 s) as the paper's T1
+TICK_N_REMAINING = 5_000  # N_r: tasks still in the bag
+TICK_MARGIN_S = 120.0  # release margin
+TICK_HORIZON_S = 60.0  # time to the next decision (plan_releases)
+
+
+def tick_inputs() -> dict[str, Any]:
+    """A realistic snapshot of 1,000 live machines (as ``tests/test_monitor.py``'s 1,000-machine test):
+    two hourly clusters, 30 sample runtimes each, random uptimes and counters, 90 % running a task,
+    every 7th machine marked for release, plans of 0-4 more ATUs."""
+    import random
+
+    from bats.master.monitor import Billing, MachineTable, MachineView, TailEstimates
+
+    rng = random.Random(TICK_SEED)
+    billings = {name: Billing(TICK_ATU_S, price) for name, price in TICK_CLUSTERS}
+    samples = {name: [rng.gauss(PAPER_MEAN_S, 134.0) for _ in range(TICK_SAMPLE_N)] for name in billings}
+    tails = TailEstimates.from_samples(samples)
+    names = sorted(billings)
+    views = []
+    for i in range(TICK_MACHINES):
+        uptime = rng.uniform(60.0, 6 * TICK_ATU_S)
+        elapsed = rng.uniform(0.0, min(uptime, 1500.0)) if i % 10 else None  # 90 % run a task
+        busy = max(0.0, uptime * rng.uniform(0.85, 0.99) - (elapsed or 0.0))  # seconds on finished tasks
+        nt = round(busy / PAPER_MEAN_S)
+        views.append(MachineView(f"m{i:04d}", names[i % len(names)], uptime, nt, busy if nt else 0.0, elapsed,
+                                 rng.randrange(5), i % 7 == 0))
+    return {"views": views, "table": MachineTable.from_views(views), "billings": billings, "tails": tails}
+
+
+def bench_monitor(samples: int) -> Section:
+    from bats.master import monitor
+    from bats.master.monitor import MachineTable
+
+    sec = Section("6. BaTS monitoring tick")
+    inp = tick_inputs()
+    views, table, billings, tails = inp["views"], inp["table"], inp["billings"], inp["tails"]
+
+    def check(machines: Any) -> Any:
+        return monitor.check(machines, TICK_N_REMAINING, billings, tails, release_margin_s=TICK_MARGIN_S)
+
+    result = check(table)
+    if check(views) != result:
+        raise RuntimeError("monitor.check() gives different answers from the views and from the table")
+    # a budget that keeps about half of the machines that are not marked: plan_releases must sort them all
+    unmarked_prices = sum(billings[v.cluster].price for v in views if not v.marked_for_release)
+    budget = result.spent + unmarked_prices / 2
+
+    def releases(machines: Any) -> Any:
+        return monitor.plan_releases(machines, billings, tails, budget, spent_before=0.0,
+                                     release_margin_s=TICK_MARGIN_S, horizon_s=TICK_HORIZON_S)
+
+    forms: dict[str, Callable[[], Any]] = {
+        "check_table": lambda: check(table),
+        "check_views": lambda: check(views),
+        "from_views": lambda: MachineTable.from_views(views),
+        "releases_table": lambda: releases(table),
+    }
+    for fn in forms.values():  # warm-up: numpy's first calls, caches
+        for _ in range(TICK_WARMUP):
+            fn()
+    times: dict[str, list[float]] = {key: [] for key in forms}
+    for _ in range(samples):
+        for key, fn in forms.items():  # interleaved, so drift hits every form alike
+            t0 = time.perf_counter()
+            fn()
+            times[key].append((time.perf_counter() - t0) * 1e3)
+    plan = releases(table)
+    med = {key: median(v) for key, v in times.items()}
+    tick_ok = None if med["check_table"] is None else med["check_table"] <= T_TICK_MS
+    running = sum(v.running_elapsed_s is not None for v in views)
+    marked = sum(v.marked_for_release for v in views)
+
+    t = sec.text
+    t += [
+        (f"One monitoring tick of seed 000 §3.1: `bats.master.monitor.check(machines, N_r = {TICK_N_REMAINING:,}, "
+         f"billings, TailEstimates, release_margin_s={TICK_MARGIN_S:g})` over {TICK_MACHINES:,} live machines. "
+         f"Inputs (seed {TICK_SEED}, as the 1,000-machine test of `tests/test_monitor.py`): two clusters, "
+         + ", ".join(f"`{name}` ${price:g}" for name, price in TICK_CLUSTERS)
+         + f" per {TICK_ATU_S / 60:g}-min ATU, {TICK_MACHINES // len(TICK_CLUSTERS):,} machines each; "
+         f"`TailEstimates.from_samples` of {TICK_SAMPLE_N} runtimes per cluster drawn from "
+         f"N({PAPER_MEAN_S:g} s, 134 s); per machine a random uptime (1 min–{6 * TICK_ATU_S / 3600:g} h), "
+         f"nt and rt from 85–99 % of that uptime busy on {PAPER_MEAN_S:g}-s tasks, 0–4 planned ATUs left; "
+         f"{running:,} machines ({running / TICK_MACHINES:.0%}) running a task for up to 25 min, "
+         f"{marked:,} marked for release. "
+         f"In-process, `time.perf_counter()` around each call; {TICK_WARMUP} untimed warm-up calls of each form, "
+         f"then {samples} timed calls of each, the forms interleaved."),
+        "",
+        ("* **check(MachineTable)** — the intended per-tick form (a core that keeps its counters in numpy "
+         "columns passes the table); **the ≤ 1 ms target applies to this form**."),
+        ("* **check(list of MachineView)** — the same tick from frozen dataclass views, including "
+         "`MachineTable.from_views` (for information; the conversion is also timed alone)."),
+        (f"* **plan_releases(MachineTable)** — the budget ceiling's decision for the same machines "
+         f"(budget = spent + half the next-ATU prices of the unmarked machines, so about half are kept; "
+         f"horizon {TICK_HORIZON_S:g} s, margin {TICK_MARGIN_S:g} s), for information."),
+        "",
+        f"| call | median ms | min ms | max ms | ≤ {T_TICK_MS:g} ms |",
+        "|---|---|---|---|---|",
+    ]
+    rows = (("check_table", "`check(MachineTable)` (target)", True),
+            ("check_views", "`check([MachineView, …])`, conversion included", False),
+            ("from_views", "`MachineTable.from_views(...)` alone", False),
+            ("releases_table", "`plan_releases(MachineTable)`", False))
+    for key, label, target in rows:
+        t.append(f"| {label} | **{fmt(med[key], '.3f')}** | {min(times[key]):.3f} | {max(times[key]):.3f} "
+                 f"| {verdict(tick_ok) if target else 'n/a'} |")
+    t += [
+        "",
+        (f"Result of the tick (the same from views and table): N_e = {result.n_e:,}, N_p = {result.n_p:,}, "
+         f"plan holds: {result.ok}, spent ${result.spent:,.0f}, committed ${result.committed:,.0f}, "
+         f"{result.cut_off} running tasks cut off on marked machines. plan_releases: budget ${budget:,.0f}, "
+         f"{len(plan.keep):,} kept, {len(plan.release):,} released (the {marked:,} marked included), "
+         f"${plan.reserved:,.0f} reserved of ${plan.money_left:,.0f} left."),
+        "",
+        (f"Target ≤ {T_TICK_MS:g} ms for `check` from a MachineTable: median {fmt(med['check_table'], '.3f', ' ms')} "
+         f"→ {verdict(tick_ok)}. From views (conversion included): {fmt(med['check_views'], '.3f', ' ms')}; "
+         f"plan_releases: {fmt(med['releases_table'], '.3f', ' ms')} (no targets)."),
+        "",
+    ]
+    n = f"{TICK_MACHINES:,}"
+    sec.summary.append((f"monitoring tick: check() over {n} machines (MachineTable)", fmt(med["check_table"], ".3f", " ms"),
+                        f"≤ {T_TICK_MS:g} ms", verdict(tick_ok)))
+    sec.summary.append((f"monitoring tick: check() from {n} MachineViews (conversion included)",
+                        fmt(med["check_views"], ".3f", " ms"), "(no target)", "n/a"))
+    sec.summary.append((f"monitoring tick: plan_releases() over {n} machines (MachineTable)",
+                        fmt(med["releases_table"], ".3f", " ms"), "(no target)", "n/a"))
+    sec.medians.update({f"tick_ms_{key}": value for key, value in med.items()})
+    return sec
+
+
 # ---------------------------------------------------------------------------- the report
 def _read(path: str) -> str:
     try:
@@ -906,7 +1047,7 @@ def write_results(path: Path, sections: list[Section], args: argparse.Namespace,
         "repeats, no budget), `--budget SECONDS`, "
         "`--quick` (small bags, one repeat, written to `bench/out/RESULTS-quick.md`), `--full` (adds the real "
         f"run of the 1,000,000-task bag), `--only 1,3` (some benchmarks: 1 noop, 2 shell, 3 big bag, "
-        "4 planning, 5 bats-sim), "
+        "4 planning, 5 bats-sim, 6 monitoring tick), "
         f"`--variants {DEFAULT_VARIANTS}` "
         "(benchmark 1's configurations as max:prefetch, prefetch `auto` or 0–15, a bare max meaning auto), "
         "`--output FILE`. The transport floor alone: "
@@ -944,7 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {DEFAULT_BUDGET_S:.0f}; --full's big run is not counted)")
     p.add_argument("--quick", action="store_true", help="small bags and one repeat: a smoke run")
     p.add_argument("--full", action="store_true", help="also run bats-master on the 1,000,000-task bag")
-    p.add_argument("--only", default="1,2,3,4,5", help="comma-separated benchmarks to run (default 1,2,3,4,5)")
+    p.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated benchmarks to run (default 1,2,3,4,5,6)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="MAX:PREFETCH,...",
                    help=f"benchmark 1's configurations, max workers and [master] prefetch (default "
                         f"{DEFAULT_VARIANTS}; PREFETCH is auto or 0-{MAX_PREFETCH}, a bare MAX means auto)")
@@ -1008,6 +1149,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"runs, further ones only while they should end within {SIM_BIG_BUDGET_S:.0f} s of this "
                         "benchmark's start, which keeps the whole `make bench` around 5–6 minutes.")
             sections.append(bench_sim(work, Repeats(args.repeats, args.repeats), big, n_sim_big, note))
+        if 6 in only:
+            samples = 50 if args.quick else TICK_SAMPLES
+            log(f"benchmark 6: BaTS monitoring tick, {TICK_MACHINES:,} machines, {samples} calls of each form")
+            sections.append(bench_monitor(samples))
     write_results(output, sections, args, argv, started, started_at, env, git)
     log(f"wrote {output} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0
