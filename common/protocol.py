@@ -126,16 +126,16 @@ def decode_all(frame: bytes, allowed: frozenset[str]) -> list[dict[str, Any]]:
         raise ProtocolError(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
     try:
         return [_validate(msgpack.unpackb(frame, raw=False, strict_map_key=True, use_list=True), allowed)]
-    except msgpack.ExtraData:
-        pass  # more than one message: read the frame as a stream
+    except msgpack.ExtraData as more:  # several messages: keep the first, read the rest as a stream
+        messages = [_validate(more.unpacked, allowed)]
+        rest = more.extra
     except ProtocolError:
         raise
     except Exception as exc:
         raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, use_list=True, max_buffer_size=MAX_FRAME_BYTES)
-    unpacker.feed(frame)
-    messages = []
-    end = 0  # where the last complete message ended
+    unpacker.feed(rest)
+    end = 0  # where the last complete message of the rest ended
     try:
         for msg in unpacker:
             if len(messages) == MAX_MESSAGES_PER_FRAME:
@@ -146,8 +146,8 @@ def decode_all(frame: bytes, allowed: frozenset[str]) -> list[dict[str, Any]]:
         raise
     except Exception as exc:
         raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
-    if end != len(frame):
-        raise ProtocolError(f"truncated message at byte {end} of the frame")
+    if end != len(rest):
+        raise ProtocolError(f"truncated message at byte {len(frame) - len(rest) + end} of the frame")
     return messages
 
 
