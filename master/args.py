@@ -1,10 +1,12 @@
-"""What the two command lines (``bats-master``, ``bats-sim``) share: bad input is one line, exit 2."""
+"""What the two command lines (``bats-master``, ``bats-sim``) share: bad input is one line, exit 2,
+and the clusters config comes from the same place."""
 
 from __future__ import annotations
 
 import argparse
 from typing import NoReturn
 
+from bats.common.config import Config, default_config, load_config
 from bats.common.durations import parse_duration
 
 
@@ -25,3 +27,17 @@ def duration_arg(text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def load_cluster_config(path: str | None, workers: int | None) -> Config:
+    """``--config FILE`` (validated against each provisioner's keys), or without one the default:
+    one local cluster of ``--workers`` machines (one per core)."""
+    if path is None:
+        if workers is not None and workers < 1:
+            raise UsageError("--workers: must be at least 1")
+        return default_config(workers)
+    if workers is not None:
+        raise UsageError("--workers applies only without --config (set max in the config instead)")
+    from bats import provisioners
+
+    return load_config(path, provisioners.options_of)

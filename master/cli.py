@@ -22,8 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from bats.common import __version__
-from bats.common.config import Config, ConfigError, default_config, load_config
-from bats.master.args import OneLineArgumentParser, UsageError, duration_arg
+from bats.common.config import Config, ConfigError
+from bats.master.args import (
+    OneLineArgumentParser,
+    UsageError,
+    duration_arg,
+    load_cluster_config,
+)
 from bats.master.bag import BagError, load_bag
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
@@ -72,17 +77,6 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     logging.getLogger("bats.progress").setLevel(logging.WARNING if quiet else logging.INFO)
 
 
-def _load_config(path: str | None, workers: int | None) -> Config:
-    if path is None:
-        if workers is not None and workers < 1:
-            raise UsageError("--workers: must be at least 1")
-        return default_config(workers)
-    if workers is not None:
-        raise UsageError("--workers applies only without --config (set max in the config instead)")
-    from bats import provisioners
-
-    return load_config(path, provisioners.options_of)
-
 
 def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
     """Run settings: stored ones on --resume, overridden by flags given now."""
@@ -122,9 +116,9 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
             if args.config is not None:
                 raise UsageError("--config cannot change on --resume; the run keeps the config it started with")
             if config_copy.exists():
-                config = _load_config(str(config_copy), args.workers)
+                config = load_cluster_config(str(config_copy), args.workers)
             else:
-                config = _load_config(None, settings.get("workers"))
+                config = load_cluster_config(None, settings.get("workers"))
             bound = bind(config)
         except BaseException:
             journal.close()
@@ -134,7 +128,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
         raise UsageError("--bag FILE is required (or --resume to continue a run)")
     bag = load_bag(args.bag)
     settings = _settings(args)
-    config = _load_config(args.config, args.workers)
+    config = load_cluster_config(args.config, args.workers)
     if (state_dir / "journal.sqlite").exists():
         raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
                          "or choose another --state-dir")

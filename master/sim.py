@@ -53,7 +53,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from bats.common.config import ClusterConfig, Config
 from bats.master import core as c
-from bats.master.args import OneLineArgumentParser, UsageError, duration_arg
+from bats.master.args import (
+    OneLineArgumentParser,
+    UsageError,
+    duration_arg,
+    load_cluster_config,
+)
 
 if TYPE_CHECKING:
     from bats.master.runtimes import RuntimeDistribution
@@ -339,19 +344,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load_config(path: str | None, workers: int | None) -> Config:
-    from bats.common.config import default_config, load_config
-
-    if path is None:
-        if workers is not None and workers < 1:
-            raise UsageError("--workers: must be at least 1")
-        return default_config(workers)
-    if workers is not None:
-        raise UsageError("--workers applies only without --config (set max in the config instead)")
-    from bats import provisioners
-
-    return load_config(path, provisioners.options_of)
-
 
 def run(args: argparse.Namespace) -> int:
     from bats.master.report import summary, write_report
@@ -366,7 +358,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tick <= 0:
         raise UsageError("--tick: must be longer than 0 seconds")
     distribution = parse_runtimes(args.runtimes)
-    config = _load_config(args.config, args.workers)
+    config = load_cluster_config(args.config, args.workers)
     seed = args.seed if args.seed is not None else secrets.randbits(32)
     started = time.perf_counter()
     sim = simulate(config, args.tasks, distribution, seed, retries=args.retries, tick_s=args.tick,
