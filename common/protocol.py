@@ -37,7 +37,6 @@ import msgpack
 VERSION = 1
 MAX_FRAME_BYTES = 1 << 20  # 1 MiB: two 64 KiB output tails plus a command fit comfortably
 OUTPUT_TAIL_BYTES = 64 * 1024
-MAX_COMMAND_BYTES = 64 * 1024
 MAX_MESSAGES_PER_FRAME = 256
 
 
