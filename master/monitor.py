@@ -84,6 +84,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 import numpy as np
+from bats.master.core import atus_begun
 
 _EPS = 1e-9  # guards ceil()/floor() against float noise on an exact integer
 _MONEY_TOL = 1e-9  # relative tolerance of money comparisons (0.1 + 0.2 fits in 0.3)
@@ -114,8 +115,7 @@ class Billing:
 
     def atus_paid(self, uptime_s: float) -> int:
         """ATUs paid for a machine up ``uptime_s``: ceil(max(uptime, min_charge) / ATU), >= 1."""
-        billed = max(uptime_s, self.min_charge_s)
-        return max(1, math.ceil(billed / self.atu_s - _EPS))
+        return atus_begun(uptime_s, self.atu_s, self.min_charge_s)  # the one billing rule
 
     def cost(self, uptime_s: float) -> float:
         return self.atus_paid(uptime_s) * self.price

@@ -96,6 +96,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from bats.master.core import atus_begun
 
 DEFAULT_MAX_RAISE = 0.2  # case (a) threshold, as a fraction of the schedule's reference budget
 RAISE_STEP = Fraction(1, 100)  # case (a) steps: 1 % of the reference budget
@@ -140,7 +141,7 @@ class ClusterPlan:
         """u_i: ATUs a machine starts when it is up for ``seconds`` (0 for no time at all)."""
         if seconds <= 0:
             return 0
-        return math.ceil(max(seconds, self.min_charge_s) / self.atu_s - _EPS)
+        return atus_begun(seconds, self.atu_s, self.min_charge_s)  # the one billing rule
 
 
 @dataclass(frozen=True)
