@@ -46,6 +46,8 @@ class MasterConfig:
     # tasks a worker holds beyond the one it runs; None ("auto"): one, or up to AUTO_PREFETCH_MAX (15)
     # while the bag's tasks are very short (the core decides, see bats.master.core)
     prefetch: int | None = None
+    monitor_interval_s: float | None = None  # BaTS monitoring; None: max(5 min, shortest ATU / 12)
+    release_margin_s: float | None = None  # let a machine go this long before its ATU edge; None: see below
 
     @property
     def worker_capacity(self) -> int:
@@ -55,6 +57,15 @@ class MasterConfig:
 
 MAX_PREFETCH = 15
 AUTO_PREFETCH_MAX = MAX_PREFETCH  # under 10 ms a task, 15 queued are at most ~0.15 s of work
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """BaTS's sampling phase (seed 000 §2.1-2.2): sample size from confidence and error level."""
+
+    confidence: float = 0.95
+    error: float = 0.25
+    initial_workers: int = 7  # machines per cluster during sampling (never more than its max)
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,23 @@ class Config:
     master: MasterConfig
     clusters: dict[str, ClusterConfig]
     source: str = "<default>"
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+
+    @property
+    def monitor_interval_s(self) -> float:
+        """BaTS's monitoring interval: ``[master] monitor_interval``, else max(5 min, ATU / 12) of
+        the cluster with the shortest ATU (seed 000 §4 monitored every 5 minutes for 1 h ATUs)."""
+        if self.master.monitor_interval_s is not None:
+            return self.master.monitor_interval_s
+        return max(300.0, min(c.atu_s for c in self.clusters.values()) / 12.0)
+
+    @property
+    def release_margin_s(self) -> float:
+        """How long before its ATU edge a machine that must not start another ATU is let go:
+        ``[master] release_margin``, else min(60 s, max(1 s, shortest ATU / 20))."""
+        if self.master.release_margin_s is not None:
+            return self.master.release_margin_s
+        return min(60.0, max(1.0, min(c.atu_s for c in self.clusters.values()) / 20.0))
 
     @property
     def all_local(self) -> bool:
@@ -95,6 +123,13 @@ _MASTER_KEYS = {
     "liveness": ("duration", 15.0),
     "boot_timeout": ("duration", 600.0),
     "prefetch": ("prefetch", None),
+    "monitor_interval": ("duration", None),
+    "release_margin": ("duration", None),
+}
+_SAMPLING_KEYS = {
+    "confidence": ("fraction", 0.95),
+    "error": ("fraction", 0.25),
+    "initial_workers": ("count", 7),
 }
 _CLUSTER_KEYS = {
     "provisioner": ("str", None),
@@ -134,6 +169,10 @@ def _convert(kind: str, value: Any) -> Any:
         if not math.isfinite(number) or number < 0:
             raise ValueError(f"must be a finite number >= 0, got {value!r}")
         return number
+    if kind == "fraction":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
+            raise ValueError(f"expected a number between 0 and 1 (exclusive), got {value!r}")
+        return float(value)
     if kind == "prefetch":
         if value == "auto":
             return None
@@ -197,9 +236,9 @@ def load_config(
         # a plain ValueError comes from an integer too long to convert
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
     for key in doc:
-        if key not in ("master", "clusters"):
+        if key not in ("master", "clusters", "sampling"):
             raise ConfigError(f"{source}: [{_name(key)}]: unknown top-level table "
-                              "(expected [master] and [clusters.NAME])")
+                              "(expected [master], [sampling] and [clusters.NAME])")
     master_raw = doc.get("master", {})
     if not isinstance(master_raw, dict):
         raise ConfigError(f"{source}: [master]: must be a table")
@@ -211,12 +250,19 @@ def load_config(
         liveness_s=values.get("liveness", 15.0),
         boot_timeout_s=values.get("boot_timeout", 600.0),
         prefetch=values.get("prefetch"),
+        monitor_interval_s=values.get("monitor_interval"),
+        release_margin_s=values.get("release_margin"),
     )
-    for key in ("heartbeat", "boot_timeout"):
+    for key in ("heartbeat", "boot_timeout", "monitor_interval"):
         if key in values and values[key] <= 0:
             raise ConfigError(f"{source}: [master] {key}: must be longer than 0 seconds")
     if master.liveness_s <= master.heartbeat_s:
         raise ConfigError(f"{source}: [master] liveness: must be longer than heartbeat ({master.heartbeat_s:g}s)")
+    sampling_raw = doc.get("sampling", {})
+    if not isinstance(sampling_raw, dict):
+        raise ConfigError(f"{source}: [sampling]: must be a table")
+    sampled = _read_table(source, "sampling", sampling_raw, _SAMPLING_KEYS)
+    sampling = SamplingConfig(**sampled)
     clusters_raw = doc.get("clusters")
     if not isinstance(clusters_raw, dict) or not clusters_raw:
         raise ConfigError(f"{source}: clusters: no [clusters.NAME] table; define at least one cluster")
@@ -253,4 +299,4 @@ def load_config(
             speed=values.get("speed", 1.0),
             min_charge_s=values.get("min_charge", 0.0),
         )
-    return Config(master=master, clusters=clusters, source=source)
+    return Config(master=master, clusters=clusters, source=source, sampling=sampling)

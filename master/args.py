@@ -41,3 +41,51 @@ def load_cluster_config(path: str | None, workers: int | None) -> Config:
     from bats import provisioners
 
     return load_config(path, provisioners.options_of)
+
+
+# ---------------------------------------------------------------- BaTS's choice flags (both commands)
+def add_choice_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that decide how BaTS spends money; ``bats-master`` and ``bats-sim`` share them."""
+    g = p.add_argument_group("budget (BaTS)")
+    g.add_argument("--policy", choices=("auto", "bats", "self"), default="auto",
+                   help="bats: sample, offer options, run within budget; self: every machine, no budget; "
+                        "auto (default): bats when some cluster has a price")
+    g.add_argument("--schedule", metavar="CHOICE",
+                   help="after sampling, run this option: cheapest, fastest, an option id, or a budget ($25)")
+    g.add_argument("--budget", type=_money_arg, metavar="AMOUNT",
+                   help="run the fastest configuration within AMOUNT (sampling included, no options shown)")
+    g.add_argument("--cushion", choices=("yes", "no"), default="no",
+                   help="may spend the option's cushion for the rounding problem on top of the budget (default no)")
+    g.add_argument("--plan-only", action="store_true", help="stop after sampling and showing the options")
+    g.add_argument("--no-sampling", action="store_true",
+                   help="no separate sampling phase: sample inside the execution (needs --budget)")
+
+
+def _money_arg(text: str) -> float:
+    try:
+        amount = float(text.strip().removeprefix("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount of money such as 25 or 12.50, got {text!r}") from None
+    if not (amount > 0 and amount < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive amount, got {text!r}")
+    return amount
+
+
+def choice_from_args(args: argparse.Namespace, config: Config):
+    """A :class:`bats.master.bats_core.Choice` from the flags, checked for contradictions."""
+    from bats.master.bats_core import Choice
+
+    if args.budget is not None and args.schedule is not None:
+        raise UsageError("--budget and --schedule both choose the plan; give one of them")
+    if args.no_sampling and args.budget is None:
+        raise UsageError("--no-sampling needs --budget (without a sampling phase there are no options to choose from)")
+    if args.plan_only and args.budget is not None:
+        raise UsageError("--plan-only shows the options after sampling; --budget skips them")
+    policy = args.policy
+    if policy == "auto":
+        policy = "bats" if any(cl.price > 0 for cl in config.clusters.values()) else "self"
+    if policy == "self" and (args.schedule or args.budget is not None or args.plan_only or args.no_sampling):
+        raise UsageError("--schedule, --budget, --plan-only and --no-sampling apply to --policy bats "
+                         "(every cluster here is free; add --policy bats to plan anyway)")
+    return Choice(policy=policy, schedule=args.schedule, budget=args.budget, cushion=args.cushion == "yes",
+                  plan_only=args.plan_only)

@@ -32,9 +32,9 @@ import enum
 import math
 import random
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Union
+from typing import ClassVar, Union
 
 from bats.common.config import ClusterConfig
 
@@ -190,6 +190,8 @@ class Machine:
     wanted: int = 0  # tasks asked for and not yet handed out
     held: list[tuple[int, int]] = field(default_factory=list)  # (task, attempt) in flight
     release_reason: str = ""
+    running_since: float | None = None  # when its running task (held[0]) started
+    release_at: float | None = None  # marked for release: let go at this time (a budget policy sets it)
 
     def uptime(self, now: float) -> float:
         end = self.released_at if self.released_at is not None else now
@@ -208,7 +210,14 @@ _GIVE_UP_AFTER = 3  # consecutive machines of a cluster lost before doing any ta
 
 
 class Core:
-    """The I/O-free state machine; see the module docstring."""
+    """The I/O-free state machine; see the module docstring.
+
+    A policy with more to decide (BaTS, :mod:`bats.master.bats_core`) subclasses it and overrides
+    the hooks: ``_initial_acquisitions``, ``_next_task``, ``_settle``, ``_after_result``,
+    ``_return_task``, ``_replace_lost``, ``_on_tick``, and adds events to ``_handlers``.
+    """
+
+    _handlers: ClassVar[dict[type, Callable[..., list[Action]]]]
 
     def __init__(
         self,
@@ -259,6 +268,9 @@ class Core:
         self.started_at: float | None = None
         self.last_finish_at: float | None = None
         self.finished: Finish | None = None
+        self._now = 0.0  # the time of the event being handled
+        # handlers bound to this instance, so a subclass's overrides are the ones called
+        self._dispatch = {kind: getattr(self, fn.__name__) for kind, fn in type(self)._handlers.items()}
 
     # ------------------------------------------------------------ queries
     @property
@@ -303,13 +315,20 @@ class Core:
             if isinstance(event, TaskFinished):
                 return [IgnoreResult(event.machine, event.task, "run already finished")]
             return []
-        handler = _HANDLERS[type(event)]
-        return handler(self, event)
+        self._now = event.now
+        handler = self._dispatch.get(type(event))
+        if handler is None:
+            raise TypeError(f"{type(self).__name__} does not handle {type(event).__name__}")
+        return handler(event)
 
     def _on_run_started(self, ev: RunStarted) -> list[Action]:
         self.started_at = ev.now
         if self.remaining == 0:
             return self._finish_if_complete(ev.now)
+        return self._initial_acquisitions(ev.now)
+
+    def _initial_acquisitions(self, now: float) -> list[Action]:
+        """Self-scheduling: every configured machine, never more than there are tasks."""
         actions: list[Action] = []
         for name, cluster in self.clusters.items():
             n = min(cluster.max, self.remaining)
@@ -357,8 +376,24 @@ class Core:
             return [IgnoreResult(ev.machine, ev.task, f"attempt {ev.attempt} is not running there")]
         machine.nt += 1
         machine.rt += max(0.0, ev.runtime_s)
+        machine.running_since = ev.now if machine.held else None  # a prefetched task starts now
         recent = self._recent_runtime
         self._recent_runtime = ev.runtime_s if recent is None else recent + _RUNTIME_SMOOTHING * (ev.runtime_s - recent)
+        actions = self._settle(machine, ev)
+        self._lost_in_a_row[machine.cluster] = 0
+        actions.extend(self._after_result(machine, ev))
+        if self.finished is not None:
+            return actions
+        if self.remaining == 0:
+            actions.extend(self._finish_if_complete(ev.now))
+            return actions
+        if ev.ask:
+            machine.wanted = min(self.max_held - len(machine.held), machine.wanted + 1)
+        actions.extend(self._feed(machine))
+        return actions
+
+    def _settle(self, machine: Machine, ev: TaskFinished) -> list[Action]:
+        """Decide a finished attempt's outcome: record it, or put the task up for a retry."""
         actions: list[Action] = []
         task = ev.task
         attempts = self._attempts[task]
@@ -369,26 +404,26 @@ class Core:
             actions.append(RecordResult(task, "done", ev.machine, attempts, ev.exit_code, ev.runtime_s,
                                         False, ev.stdout, ev.stderr))
         else:
-            failures = self._failures.get(task, 0) + 1
-            self._failures[task] = failures
-            if failures <= self.retries:
-                self._status[task] = _PENDING
-                self._retry.append((task, ev.machine))
-                actions.extend(self._feed_hungry())
-            else:
-                self._status[task] = _FAILED
-                self.failed += 1
-                self.last_finish_at = ev.now
-                actions.append(RecordResult(task, "failed", ev.machine, attempts, ev.exit_code,
-                                            ev.runtime_s, ev.timed_out, ev.stdout, ev.stderr))
-        self._lost_in_a_row[machine.cluster] = 0
-        if self.remaining == 0:
-            actions.extend(self._finish_if_complete(ev.now))
-            return actions
-        if ev.ask:
-            machine.wanted = min(self.max_held - len(machine.held), machine.wanted + 1)
-        actions.extend(self._feed(machine))
+            actions.extend(self._attempt_failed(machine, ev))
         return actions
+
+    def _attempt_failed(self, machine: Machine, ev: TaskFinished) -> list[Action]:
+        task = ev.task
+        failures = self._failures.get(task, 0) + 1
+        self._failures[task] = failures
+        if failures <= self.retries:
+            self._status[task] = _PENDING
+            self._retry.append((task, ev.machine))
+            return self._feed_hungry()
+        self._status[task] = _FAILED
+        self.failed += 1
+        self.last_finish_at = ev.now
+        return [RecordResult(task, "failed", ev.machine, self._attempts[task], ev.exit_code,
+                             ev.runtime_s, ev.timed_out, ev.stdout, ev.stderr)]
+
+    def _after_result(self, machine: Machine, ev: TaskFinished) -> list[Action]:
+        """A policy's look at each result once it is settled (self-scheduling: nothing to do)."""
+        return []
 
     def _on_machine_lost(self, ev: MachineLost) -> list[Action]:
         machine = self.machines.get(ev.machine)
@@ -398,16 +433,20 @@ class Core:
         self._retire(machine, ev.now, ev.reason)
         if machine.nt == 0:
             self._lost_in_a_row[machine.cluster] += 1
-        # self-scheduling keeps every configured machine busy: replace the lost one while the
-        # cluster still looks healthy (not several machines in a row lost without doing a task)
+        actions.extend(self._replace_lost(machine, ev.now))
+        actions.extend(self._finish_if_stranded(ev.now))
+        return actions
+
+    def _replace_lost(self, machine: Machine, now: float) -> list[Action]:
+        """Self-scheduling keeps every configured machine busy: replace a lost one while its
+        cluster still looks healthy (not several machines in a row lost before doing a task)."""
         cluster = self.clusters[machine.cluster]
         wanted = min(cluster.max, self.remaining)
         have = len(self.live_machines(machine.cluster)) + self._requested[machine.cluster]
         if self.remaining > 0 and have < wanted and self._lost_in_a_row[machine.cluster] < _GIVE_UP_AFTER:
             self._requested[machine.cluster] += 1
-            actions.append(Acquire(machine.cluster, 1))
-        actions.extend(self._finish_if_stranded(ev.now))
-        return actions
+            return [Acquire(machine.cluster, 1)]
+        return []
 
     def _on_tick(self, ev: Tick) -> list[Action]:
         actions: list[Action] = []
@@ -437,13 +476,18 @@ class Core:
         self._hungry.pop(machine.id, None)
 
     def _requeue_held(self, machine: Machine) -> list[Action]:
-        for task, _attempt in machine.held:
-            self._status[task] = _PENDING
-            self._pending.append(task)
+        for task, attempt in machine.held:
+            self._return_task(task, attempt, machine)
         had_tasks = bool(machine.held)
         machine.held.clear()
         machine.wanted = 0
+        machine.running_since = None
         return self._feed_hungry() if had_tasks else []
+
+    def _return_task(self, task: int, attempt: int, machine: Machine) -> None:
+        """A task in flight on a machine that is gone goes back into the bag."""
+        self._status[task] = _PENDING
+        self._pending.append(task)
 
     def _next_task(self, machine: Machine) -> int | None:
         if self._retry:
@@ -482,9 +526,12 @@ class Core:
                 self._hungry[machine.id] = None
                 return actions
             machine.wanted -= 1
-            self._status[task] = _RUNNING
+            if self._status[task] == _PENDING:  # a replicated task's extra copy keeps its status
+                self._status[task] = _RUNNING
             attempt = self._attempts[task] + 1
             self._attempts[task] = attempt
+            if not machine.held:
+                machine.running_since = self._now
             machine.held.append((task, attempt))
             actions.append(Dispatch(machine.id, task, attempt))
         self._hungry.pop(machine.id, None)
@@ -529,7 +576,7 @@ class Core:
         return [self.finished]
 
 
-_HANDLERS = {
+Core._handlers = {
     RunStarted: Core._on_run_started,
     MachineAcquired: Core._on_machine_acquired,
     AcquireFailed: Core._on_acquire_failed,

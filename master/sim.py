@@ -52,13 +52,17 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bats.common.config import ClusterConfig, Config
+from bats.master import bats_core as b
 from bats.master import core as c
 from bats.master.args import (
     OneLineArgumentParser,
     UsageError,
+    add_choice_flags,
+    choice_from_args,
     duration_arg,
     load_cluster_config,
 )
+from bats.master.bats_core import Choice
 
 if TYPE_CHECKING:
     from bats.master.runtimes import RuntimeDistribution
@@ -67,7 +71,7 @@ log = logging.getLogger("bats.sim")
 
 DEFAULT_TICK_S = 60.0
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
-_TASK_DONE, _BOOTED, _TICK = 0, 1, 2  # heap entry kinds
+_TASK_DONE, _BOOTED, _TICK, _WAKE = 0, 1, 2, 3  # heap entry kinds
 
 
 def cluster_speed(cluster: ClusterConfig) -> float:
@@ -112,6 +116,7 @@ class Simulator:
         fail_rate: float = 0.0,
         fail_rng: random.Random | None = None,
         session: int = 1,
+        choice: Choice | None = None,
     ) -> None:
         if tick_s <= 0:
             raise ValueError("tick_s must be > 0")
@@ -122,6 +127,8 @@ class Simulator:
         self.fail_rate = fail_rate
         self._fail_random = (fail_rng or random.Random(0)).random
         self.session = session
+        self.choice = choice or Choice(policy="self")
+        self.plan_s: float | None = None  # wall time of the planning step (not in the replayable report)
         self.now = 0.0
         self.finish: c.Finish | None = None
         self.machines: dict[str, SimMachine] = {}
@@ -146,6 +153,9 @@ class Simulator:
             c.Release: self._do_release,
             c.IgnoreResult: self._do_ignore,
             c.Finish: self._do_finish,
+            b.OfferOptions: self._do_offer,
+            b.WakeAt: self._do_wake,
+            b.Notify: self._do_notify,
         }
 
     # ------------------------------------------------------------ the loop
@@ -179,8 +189,15 @@ class Simulator:
                     machine.running = False
                 code = 1 if fail_rate and fail_random() < fail_rate else 0
                 events += 1
-                for action in handle(finished_event(now, machine.id, task, attempt, code, runtime)):
+                sampling = getattr(self.core, "phase", None) == b.SAMPLING
+                started = time.perf_counter() if sampling else 0.0
+                actions = handle(finished_event(now, machine.id, task, attempt, code, runtime))
+                if sampling and self.plan_s is None and self.core.phase != b.SAMPLING:  # type: ignore[attr-defined]
+                    self.plan_s = time.perf_counter() - started
+                for action in actions:
                     execute.get(type(action), self._unknown)(action)
+            elif kind == _WAKE:
+                self._feed(c.Tick(now))
             elif kind == _BOOTED:
                 self._real -= 1
                 machine = entry[3]
@@ -267,6 +284,27 @@ class Simulator:
     def _do_finish(self, action: c.Finish) -> None:
         self.finish = action
 
+    def _do_offer(self, action: b.OfferOptions) -> None:
+        """The options are ready: the choice flags answer at once (virtual time does not wait)."""
+        core = self.core
+        assert isinstance(core, b.BatsCore)
+        if self.choice.plan_only:
+            self._feed(c.StopRequested(self.now, "stopped after the options (--plan-only)"))
+            return
+        if self.choice.schedule is None:  # checked by the command line; the API's default
+            option = core.choose("fastest")
+        else:
+            option = core.choose(self.choice.schedule)
+        log.info("t=%.1f chose option %d (%s)", self.now, option.id, option.label)
+        self._feed(b.ScheduleChosen(self.now, option, self.choice.cushion))
+
+    def _do_wake(self, action: b.WakeAt) -> None:
+        if action.at > self.now:
+            heapq.heappush(self._heap, (action.at, next(self._seq), _WAKE))
+
+    def _do_notify(self, action: b.Notify) -> None:
+        log.info("t=%.1f %s", self.now, action.message)
+
     # ------------------------------------------------------------ the report
     def report(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The run's report in ``bats-master``'s report.json structure (no wall-clock fields, so
@@ -277,6 +315,8 @@ class Simulator:
         by_cluster = {name: 0.0 for name in self.config.clusters}
         for m in machines:
             by_cluster[m["cluster"]] += m["cost"]
+        bats = {key: value for key, value in figures.items()
+                if key not in ("tasks", "makespan_s", "cost", "machines")}
         return {
             "status": self.finish.status,
             "reason": self.finish.reason,
@@ -286,7 +326,8 @@ class Simulator:
             "started_at": 0.0,
             "finished_at": self.now,
             "makespan_s": figures["makespan_s"],
-            "cost": {"total": figures["cost"]["total"], "by_cluster": by_cluster},
+            "cost": {**figures["cost"], "by_cluster": by_cluster},
+            **bats,
             "clusters": {
                 name: {"provisioner": cl.provisioner, "max": cl.max, "price": cl.price, "atu_s": cl.atu_s,
                        "speed": self._speed[name], "startup_s": self._startup[name]}
@@ -298,22 +339,26 @@ class Simulator:
 
 
 def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: int, *, retries: int = 0,
-             tick_s: float = DEFAULT_TICK_S, fail_rate: float = 0.0) -> Simulator:
+             tick_s: float = DEFAULT_TICK_S, fail_rate: float = 0.0, choice: Choice | None = None) -> Simulator:
     """Build a core and a simulator for ``tasks`` tasks with runtimes drawn from the distribution
-    ``runtimes`` (:func:`bats.master.runtimes.parse_runtimes`), run it, return the simulator."""
+    ``runtimes`` (:func:`bats.master.runtimes.parse_runtimes`), run it, return the simulator.
+    ``choice`` selects the policy and answers the options (default: self-scheduling)."""
     import numpy as np
 
+    choice = choice or Choice(policy="self")
     base = runtimes.sample(np.random.default_rng(seed), tasks)
-    core = c.Core(range(1, tasks + 1), config.clusters, random.Random(seed), retries=retries,
-                  boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
-                  adaptive_prefetch=config.master.prefetch is None)
+    core = b.build_core(range(1, tasks + 1), config, random.Random(seed), choice, retries=retries,
+                        boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
+                        adaptive_prefetch=config.master.prefetch is None)
     sim = Simulator(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,
-                    fail_rng=random.Random(f"bats-sim failures {seed}"))
+                    fail_rng=random.Random(f"bats-sim failures {seed}"), choice=choice)
     sim.run()
     return sim
 
 
 # ---------------------------------------------------------------- the command
+NO_CHOICE = ("the clusters have prices, so BaTS needs a choice: --schedule cheapest|fastest|ID|$AMOUNT, "
+             "--budget AMOUNT or --plan-only (or --policy self to use every machine)")
 
 
 
@@ -341,6 +386,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
     p.add_argument("--version", action="version", version=f"bats {__version__}")
+    add_choice_flags(p)
     return p
 
 
@@ -359,12 +405,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--tick: must be longer than 0 seconds")
     distribution = parse_runtimes(args.runtimes)
     config = load_cluster_config(args.config, args.workers)
+    choice = choice_from_args(args, config)
+    if not choice.decided:
+        raise UsageError(NO_CHOICE)
     seed = args.seed if args.seed is not None else secrets.randbits(32)
     started = time.perf_counter()
     sim = simulate(config, args.tasks, distribution, seed, retries=args.retries, tick_s=args.tick,
-                   fail_rate=args.fail_rate)
+                   fail_rate=args.fail_rate, choice=choice)
     wall = time.perf_counter() - started
     report = sim.report({"seed": seed, "runtimes": args.runtimes, "config": config.source})
+    if sim.plan_s is not None:
+        report["timings"] = {"plan_s": sim.plan_s}
     report_path = "(not written; add --report FILE)"
     if args.report:
         try:

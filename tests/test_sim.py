@@ -221,7 +221,7 @@ def test_cli_runs_and_writes_the_report(tmp_path, capsys):
     (tmp_path / "c.toml").write_text(CONFIG)
     out = tmp_path / "out" / "report.json"
     argv = ["--config", str(tmp_path / "c.toml"), "--tasks", "10", "--runtimes", "fixed:1m", "--seed", "4",
-            "--report", str(out)]
+            "--report", str(out), "--policy", "self"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "DONE" in printed and str(out) in printed
