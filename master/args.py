@@ -54,8 +54,9 @@ def add_choice_flags(p: argparse.ArgumentParser) -> None:
                    help="after sampling, run this option: cheapest, fastest, an option id, or a budget ($25)")
     g.add_argument("--budget", type=_money_arg, metavar="AMOUNT",
                    help="run the fastest configuration within AMOUNT (sampling included, no options shown)")
-    g.add_argument("--cushion", choices=("yes", "no"), default="no",
-                   help="may spend the option's cushion for the rounding problem on top of the budget (default no)")
+    g.add_argument("--cushion", choices=("yes", "no"),
+                   help="may spend the option's cushion for the rounding problem on top of the budget "
+                        "(default no; asked on a terminal)")
     g.add_argument("--plan-only", action="store_true", help="stop after sampling and showing the options")
     g.add_argument("--no-sampling", action="store_true",
                    help="no separate sampling phase: sample inside the execution (needs --budget)")

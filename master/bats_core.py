@@ -161,6 +161,7 @@ class BatsCore(c.Core):
         self._sample_done = 0
         self._sample_runtime: dict[str, list[float]] = {name: [] for name in clusters}
         self._marked: dict[str, c.Machine] = {}
+        self._due_now = False  # a machine was marked for release at the current moment
         # the plan
         self.estimates: dict[str, RuntimeEstimate] = {}
         self.tail: TailEstimates | None = None
@@ -199,8 +200,11 @@ class BatsCore(c.Core):
     # ------------------------------------------------------------ phase 1: sampling
     def _initial_acquisitions(self, now: float) -> list[c.Action]:
         counts = dict(self._sampling_workers)
-        if self.budget is not None:  # implicit sampling: the first ATUs must fit the budget
-            counts = _affordable(counts, self.clusters, self.budget)
+        actions: list[c.Action] = []
+        if self.budget is not None:  # implicit sampling: the ATUs begun before the first check must fit
+            counts = _affordable(counts, {name: self._reserve_new(name) for name in counts}, self.budget)
+            self._last_monitor = now
+            actions.append(WakeAt(now + self.settings.monitor_interval_s))
         n_lr = min(REPLICATED_TASKS, self.remaining)
         pending = self._pending
         for _ in range(n_lr):  # the replicated tasks, drawn at random like every other task
@@ -213,7 +217,6 @@ class BatsCore(c.Core):
             self._replica_order.append(task)
             self._replica_runtime[task] = {}
         self._sample_target = max(0, self.sample_size - n_lr)
-        actions: list[c.Action] = []
         for name, n in counts.items():
             if n <= 0:
                 self._deactivate(name)
@@ -223,7 +226,7 @@ class BatsCore(c.Core):
                 self._replica_open[task] = self._replica_open.get(task, 0) + 1
             self._requested[name] += n
             actions.append(c.Acquire(name, n))
-        if not actions:
+        if not any(isinstance(a, c.Acquire) for a in actions):
             self.finished = c.Finish("incomplete", "the budget does not pay one ATU of any machine")
             return [self.finished]
         return actions
@@ -242,6 +245,8 @@ class BatsCore(c.Core):
         return super()._next_task(machine)
 
     def _fits_before_release(self, machine: c.Machine) -> bool:
+        if machine.release_at is not None and self._now >= machine.release_at - 1e-9:
+            return False  # due: it is let go now
         estimate = self.estimates.get(machine.cluster)
         if estimate is None or machine.release_at is None:
             return True
@@ -462,6 +467,7 @@ class BatsCore(c.Core):
                                           f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else ""))]
         actions.extend(self._move_to(config, now))
         actions.extend(self._enforce_budget(now))
+        actions.append(WakeAt(now + self.settings.monitor_interval_s))  # the next check, on time
         return actions
 
     def _move_to(self, config: dict[str, int], now: float) -> list[c.Action]:
@@ -481,6 +487,7 @@ class BatsCore(c.Core):
                     if have >= want:
                         break
                     self._unmark(m)
+                    actions.extend(self._feed(m))  # it may have been left idle while marked
                     have += 1
                 actions.extend(self._acquire(name, want - have, now))
             elif have > want:
@@ -492,17 +499,28 @@ class BatsCore(c.Core):
     def _acquire(self, name: str, n: int, now: float) -> list[c.Action]:
         if n <= 0 or name not in self._active:
             return []
-        price = self.clusters[name].price
-        if price > 0 and self.budget is not None:
+        reserve = self._reserve_new(name)
+        if reserve > 0 and self.budget is not None:
             views = self._views(now)
-            plan = plan_releases(views, self.billings, self._tau_e(), self.budget, self.cushion,
-                                 spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
+            plan = plan_releases(views, self.billings, self._tau_e(), self.budget - self._reserved_for_requested(),
+                                 self.cushion, spent_before=self._gone_spent(now),
+                                 release_margin_s=self.settings.release_margin_s,
                                  horizon_s=self.settings.monitor_interval_s)
-            n = min(n, max(0, math.floor((plan.money_left - plan.reserved) / price + 1e-9)))
+            n = min(n, max(0, math.floor((plan.money_left - plan.reserved) / reserve + 1e-9)))
         if n <= 0:
             return []
         self._requested[name] += n
         return [c.Acquire(name, n)]
+
+    def _reserve_new(self, name: str) -> float:
+        """What a machine of ``name`` acquired now must have reserved: every ATU it begins before
+        the next check can let it go (the horizon and margin ``plan_releases`` reserves for a kept one)."""
+        billing = self.billings[name]
+        return billing.price * billing.atus_paid(self.settings.monitor_interval_s + self.settings.release_margin_s)
+
+    def _reserved_for_requested(self) -> float:
+        """The reservations of the machines asked for and not acquired yet."""
+        return sum(n * self._reserve_new(name) for name, n in self._requested.items() if n)
 
     def _edge(self, m: c.Machine, now: float) -> float:
         """When the machine's current ATU ends (absolute time)."""
@@ -515,6 +533,8 @@ class BatsCore(c.Core):
         m.release_at = at
         m.release_reason = reason
         self._marked[m.id] = m
+        if at <= now + 1e-9:  # its edge is within the margin already: let go before this event ends
+            self._due_now = True
         return [WakeAt(at)]
 
     def _unmark(self, m: c.Machine) -> None:
@@ -567,13 +587,15 @@ class BatsCore(c.Core):
                 actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
                 actions.extend(self._move_to(new, now))
         actions.extend(self._enforce_budget(now))
+        actions.append(WakeAt(now + self.settings.monitor_interval_s))
         return actions
 
     def _enforce_budget(self, now: float) -> list[c.Action]:
         """Mark every machine whose next ATU(s) the money left cannot pay (plan_releases)."""
         if self.budget is None:
             return []
-        plan = plan_releases(self._views(now), self.billings, self._tau_e(), self.budget, self.cushion,
+        plan = plan_releases(self._views(now), self.billings, self._tau_e(),
+                             self.budget - self._reserved_for_requested(), self.cushion,
                              spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
                              horizon_s=self.settings.monitor_interval_s)
         actions: list[c.Action] = []
@@ -592,21 +614,37 @@ class BatsCore(c.Core):
         if self.phase == SAMPLING:
             self._drop_stranded_clusters()
             actions.extend(self._end_sampling_if_complete(now))
-        for m in list(self._marked.values()):
-            if m.state is c.MachineState.GONE:
-                continue
-            due = m.release_at is not None and now >= m.release_at - 1e-9
-            if due or (not m.held and not self._fits_before_release(m)):
-                actions.append(c.Release(m.id, m.release_reason))
-                actions.extend(self._requeue_held(m))
-                self._retire(m, now, m.release_reason)
+        actions.extend(self._release_marked(now, idle_too=True))
         interval_over = now - self._last_monitor >= self.settings.monitor_interval_s - 1e-9
         if self.phase == EXECUTING and self.remaining > 0 and (interval_over or not self.live_machines()):
             actions.extend(self._monitor(now))
         elif self.phase == SAMPLING and self.budget is not None and interval_over:
             self._last_monitor = now  # implicit sampling spends the budget too
             actions.extend(self._enforce_budget(now))
+            actions.append(WakeAt(now + self.settings.monitor_interval_s))
         actions.extend(self._finish_if_stranded(now))
+        return actions
+
+    def _release_marked(self, now: float, *, idle_too: bool = False) -> list[c.Action]:
+        """Let go every marked machine whose moment has come (and, with ``idle_too``, every idle
+        one that cannot fit another task before it)."""
+        self._due_now = False
+        actions: list[c.Action] = []
+        for m in list(self._marked.values()):
+            if m.state is c.MachineState.GONE:
+                continue
+            due = m.release_at is not None and now >= m.release_at - 1e-9
+            if due or (idle_too and not m.held and not self._fits_before_release(m)):
+                actions.append(c.Release(m.id, m.release_reason))
+                actions.extend(self._requeue_held(m))
+                self._retire(m, now, m.release_reason)
+        return actions
+
+    def handle(self, event: c.Event) -> list[c.Action]:
+        actions = super().handle(event)
+        if self._due_now and self.finished is None:  # marked at an edge already within the margin:
+            actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
+            actions.extend(self._finish_if_stranded(event.now))
         return actions
 
     def _drop_stranded_clusters(self) -> None:
@@ -655,7 +693,7 @@ class BatsCore(c.Core):
             return []
         if self.phase == OFFERING:
             return []  # waiting for the operator's choice
-        if self.phase == EXECUTING and self.budget is not None:
+        if self.budget is not None and any(m.release_reason.startswith("the budget") for m in self.machines.values()):
             return [self._stop(f"the budget is spent: {self.remaining} task(s) did not run")]
         return [self._stop("no machines left to run the remaining tasks")]
 
@@ -726,19 +764,20 @@ def _machines_text(config: Mapping[str, int]) -> str:
     return ", ".join(f"{n} x {name}" for name, n in config.items() if n) or "no machines"
 
 
-def _affordable(counts: dict[str, int], clusters: Mapping[str, ClusterConfig], budget: float) -> dict[str, int]:
-    """Up to ``counts`` machines per cluster whose first ATUs fit ``budget``, one per cluster per
-    round so that every cluster gets sampled if the money allows it."""
+def _affordable(counts: dict[str, int], costs: Mapping[str, float], budget: float) -> dict[str, int]:
+    """Up to ``counts`` machines per cluster whose ``costs`` (the ATUs each begins before the first
+    check) fit ``budget``, one per cluster per round so that every cluster gets sampled if the money
+    allows it."""
     given = {name: 0 for name in counts}
     left = budget
     progress = True
     while progress:
         progress = False
         for name, n in counts.items():
-            price = clusters[name].price
-            if given[name] < n and price <= left + 1e-9:
+            cost = costs[name]
+            if given[name] < n and cost <= left + 1e-9:
                 given[name] += 1
-                left -= price
+                left -= cost
                 progress = True
     return given
 

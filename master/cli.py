@@ -26,6 +26,8 @@ from bats.common.config import Config, ConfigError
 from bats.master.args import (
     OneLineArgumentParser,
     UsageError,
+    add_choice_flags,
+    choice_from_args,
     duration_arg,
     load_cluster_config,
 )
@@ -59,6 +61,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--version", action="version", version=f"bats {__version__}")
+    add_choice_flags(p)
     return p
 
 
@@ -81,7 +84,7 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
     """Run settings: stored ones on --resume, overridden by flags given now."""
     settings = dict(stored or {"retries": 0, "task_timeout_s": None, "seed": secrets.randbits(32),
-                               "workers": None})
+                               "workers": None, "choice": None})
     if args.retries is not None:
         if args.retries < 0:
             raise UsageError("--retries: must be 0 or more")
@@ -93,6 +96,28 @@ def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
     if args.workers is not None:
         settings["workers"] = args.workers
     return settings
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+NO_CHOICE = ("no terminal to choose an option on: pass --schedule cheapest|fastest|ID|$AMOUNT, --budget AMOUNT "
+             "or --plan-only (or --policy self to run on every machine without a budget)")
+
+
+def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: bool) -> dict:
+    """The BaTS choice from the flags (or, on --resume without choice flags, the stored one),
+    checked before anything is started: no terminal and no choice is bad input."""
+    given = any([args.policy != "auto", args.schedule, args.budget is not None, args.cushion is not None,
+                 args.plan_only, args.no_sampling])
+    if resuming and not given and settings.get("choice"):
+        return settings["choice"]
+    choice = choice_from_args(args, config)
+    if not choice.decided and not _interactive():
+        raise UsageError(NO_CHOICE)
+    return {"policy": choice.policy, "schedule": choice.schedule, "budget": choice.budget,
+            "cushion": choice.cushion, "cushion_given": args.cushion is not None, "plan_only": choice.plan_only}
 
 
 def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
@@ -119,6 +144,8 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
                 config = load_cluster_config(str(config_copy), args.workers)
             else:
                 config = load_cluster_config(None, settings.get("workers"))
+            settings["choice"] = _choice(args, config, settings, resuming=True)
+            journal.set_meta("settings", settings)
             bound = bind(config)
         except BaseException:
             journal.close()
@@ -129,6 +156,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
     bag = load_bag(args.bag)
     settings = _settings(args)
     config = load_cluster_config(args.config, args.workers)
+    settings["choice"] = _choice(args, config, settings, resuming=False)
     if (state_dir / "journal.sqlite").exists():
         raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
                          "or choose another --state-dir")
@@ -174,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
     journal, bag, config, settings, (_context, sock, bound) = _prepare(args, _bind)
     # imported only now, so that bad input is reported without loading the runtime
     from bats import provisioners
-    from bats.master.core import Core
+    from bats.master.bats_core import build_core
+    from bats.master.choosing import Chooser, TerminalChooser
     from bats.master.progress import ProgressView
     from bats.master.report import build_report, summary, write_report
     from bats.master.server import Server
@@ -189,17 +218,25 @@ def run(args: argparse.Namespace) -> int:
         bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
                               heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"))
         plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
-        core = Core(bag.task_ids, config.clusters, random.Random(settings["seed"]), retries=settings["retries"],
-                    boot_timeout_s=config.master.boot_timeout_s, finished=finished,
-                    max_held=config.master.worker_capacity,
-                    adaptive_prefetch=config.master.prefetch is None)
+        choice = _resumed_choice(journal, settings["choice"], session)
+        core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice,
+                          retries=settings["retries"], boot_timeout_s=config.master.boot_timeout_s,
+                          finished=finished, max_held=config.master.worker_capacity,
+                          adaptive_prefetch=config.master.prefetch is None)
         if finished:
             log.warning(
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
                 len(finished), len(bag))
         view = None if args.quiet else ProgressView(len(bag), core.done + core.failed)
+        chooser = None
+        if choice.policy == "bats":
+            chooser = (TerminalChooser(choice, settings["choice"].get("cushion_given", False))
+                       if not choice.decided else Chooser(choice))
+            if view is not None:
+                chooser.before_show = view.close  # the table and prompt replace the live bar
         server = Server(core, bag, config, journal, plugins, sock, session,
-                        task_timeout_s=settings["task_timeout_s"], on_tick=view.update if view else None)
+                        task_timeout_s=settings["task_timeout_s"], on_tick=view.update if view else None,
+                        chooser=chooser)
         try:
             finish = server.run()
         finally:
@@ -207,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
                 view.close()
             sock.close(linger=0)
         report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
+        if server.plan_s is not None:
+            report["timings"] = {"plan_s": server.plan_s}
         report_path = args.report or str(Path(args.state_dir) / "report.json")
         try:
             write_report(report, report_path)
@@ -216,7 +255,32 @@ def run(args: argparse.Namespace) -> int:
     finally:
         saved = _close_journal(journal)
     print(summary(report, report_path))
-    return EXIT_OK if finish.status == "done" and saved else EXIT_INCOMPLETE
+    planned_only = choice.plan_only and getattr(core, "options", None)
+    return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
+
+
+def _resumed_choice(journal, stored: dict, session: int):
+    """The choice for this session. A run resumed after its plan was chosen goes on with that
+    plan's budget, less what earlier sessions spent on it: implicit sampling, no new options."""
+    from bats.master.bats_core import Choice
+
+    choice = Choice(policy=stored["policy"], schedule=stored.get("schedule"), budget=stored.get("budget"),
+                    cushion=stored.get("cushion", False), plan_only=stored.get("plan_only", False))
+    if session <= 1 or choice.policy != "bats":
+        return choice
+    plan = journal.meta.get("plan")
+    since = plan["session"] if plan else 1  # a plan's budget counts from the session that chose it
+    earlier = sum(row["cost"] for row in journal.machines() if since <= row["session"] < session)
+    if plan:  # the budget paid everything but the sampling phase of a plan chosen after it
+        paid = earlier - (0.0 if plan["implicit"] else plan.get("sampling_cost") or 0.0)
+        total = plan["budget"] + plan["cushion"]
+    elif choice.budget is not None:
+        paid, total = earlier, choice.budget
+    else:
+        return choice  # stopped before a plan was chosen: sample and offer again
+    left = total - paid
+    log.warning("resuming within the run's budget: %.2f left of %.2f", max(0.0, left), total)
+    return Choice(policy="bats", budget=max(left, 1e-9), cushion=False)
 
 
 def _close_journal(journal) -> bool:

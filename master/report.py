@@ -34,6 +34,15 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
         by_cluster[m["cluster"]] = by_cluster.get(m["cluster"], 0.0) + m["cost"]
     started_at = journal.meta.get("started_at", core.started_at or now)
     end = now if core.remaining else (core.last_finish_at or now)
+    total = sum(m["cost"] for m in machines)
+    cost: dict[str, Any] = {"total": total, "by_cluster": by_cluster}
+    bats = {key: value for key, value in figures.items() if key not in ("tasks", "makespan_s", "cost", "machines")}
+    if "sampling" in figures["cost"]:
+        plan = journal.meta.get("plan") or {}
+        earlier_sampling = (plan.get("sampling_cost") or 0.0
+                            if plan.get("session", session) < session and not plan.get("implicit") else 0.0)
+        cost["sampling"] = earlier_sampling + figures["cost"]["sampling"]
+        cost["execution"] = total - cost["sampling"]
     return {
         "run_id": journal.run_id,
         "status": finish.status,
@@ -45,7 +54,8 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
         "started_at": started_at,
         "finished_at": now,
         "makespan_s": max(0.0, end - started_at),
-        "cost": {"total": sum(m["cost"] for m in machines), "by_cluster": by_cluster},
+        "cost": cost,
+        **bats,
         "clusters": {
             name: {"provisioner": cl.provisioner, "max": cl.max, "price": cl.price, "atu_s": cl.atu_s}
             for name, cl in config.clusters.items()
@@ -78,6 +88,7 @@ def summary(report: dict[str, Any], report_path: str) -> str:
         f"  makespan  {format_duration(report['makespan_s'])} ({report['makespan_s']:.1f} s)",
         f"  cost      {report['cost']['total']:.4f}",
     ]
+    lines.extend(_budget_lines(report))
     per_cluster: dict[str, list[int]] = {}
     for m in report["machines"]:
         entry = per_cluster.setdefault(m["cluster"], [0, 0])
@@ -85,5 +96,32 @@ def summary(report: dict[str, Any], report_path: str) -> str:
         entry[1] += m["nt"]
     for name, (count, nt) in per_cluster.items():
         lines.append(f"  {name:<9} {count} machine(s), {nt} task run(s)")
+    not_run = tasks.get("not_run_ids")
+    if not_run:
+        shown = ", ".join(map(str, not_run[:10])) + (f" and {len(not_run) - 10} more" if len(not_run) > 10 else "")
+        lines.append(f"  not run   task(s) {shown} (bag line numbers)")
     lines.append(f"  report    {report_path}")
     return "\n".join(lines)
+
+
+def _budget_lines(report: dict[str, Any]) -> list[str]:
+    """BaTS's figures: what was chosen, the budget, where the money went."""
+    if report.get("policy") != "bats":
+        return []
+    lines = []
+    cost = report["cost"]
+    if "sampling" in cost:
+        lines.append(f"            sampling {cost['sampling']:.4f}, execution {cost['execution']:.4f}")
+    selected = report.get("selected")
+    if selected is not None:
+        machines = ", ".join(f"{n} x {name}" for name, n in selected["machines"].items() if n)
+        label = f"option {selected['id']} ({selected['label']})" if selected["id"] else selected["label"]
+        lines.append(f"  plan      {label}: {machines}, estimated {format_duration(selected['makespan_s'])} "
+                     f"for {selected['cost']:.4f}")
+    if report.get("budget") is not None:
+        cushion = f" + cushion {report['cushion']:.4f}" if report.get("cushion") else ""
+        lines.append(f"  budget    {report['budget']:.4f}{cushion}")
+    changes = report.get("reconfigurations") or []
+    if changes:
+        lines.append(f"  re-plans  {len(changes)} (last: {changes[-1]['reason']})")
+    return lines

@@ -26,9 +26,11 @@ from bats.common.protocol import (
     decode_all,
     encode,
 )
+from bats.master import bats_core as b
 from bats.master import core as c
 from bats.master.bag import Bag
 from bats.master.journal import Journal, JournalError
+from bats.master.choosing import Chooser, StopRun
 from bats.provisioners.base import MachineHandle, MachineState, Provisioner
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,7 @@ class Server:
         session: int,
         task_timeout_s: float | None = None,
         on_tick: Callable[[Server], None] | None = None,
+        chooser: Chooser | None = None,
     ) -> None:
         self.core = core
         self.bag = bag
@@ -74,6 +77,10 @@ class Server:
         self.session = session
         self.task_timeout_s = task_timeout_s
         self.on_tick = on_tick
+        self.chooser = chooser
+        self.plan_s: float | None = None  # wall time of the planning step that ended sampling
+        self._planning = getattr(core, "phase", None) == b.SAMPLING
+        self._plan_journaled = False
         self.handles: dict[str, MachineHandle] = {}
         self.peers: dict[bytes, _Peer] = {}  # zmq identity -> peer
         self.peer_of: dict[str, _Peer] = {}  # machine id -> its current peer
@@ -88,6 +95,9 @@ class Server:
             c.Release: self._do_release,
             c.IgnoreResult: self._do_ignore,
             c.Finish: self._do_finish,
+            b.OfferOptions: self._do_offer,
+            b.WakeAt: self._do_wake,
+            b.Notify: self._do_notify,
         }
 
     # ------------------------------------------------------------ the loop
@@ -159,7 +169,15 @@ class Server:
         """Hand an event to the core and carry out its actions at once (an action may feed more
         events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
         execute = self._execute
-        for action in self.core.handle(event):
+        if self._planning:  # the event that ends the sampling phase carries the planning step
+            started = time.perf_counter()
+            actions = self.core.handle(event)
+            if self.core.phase != b.SAMPLING:  # type: ignore[attr-defined]
+                self._planning = False
+                self.plan_s = time.perf_counter() - started
+        else:
+            actions = self.core.handle(event)
+        for action in actions:
             execute[type(action)](action)
 
     # ------------------------------------------------------------ frames in
@@ -190,6 +208,9 @@ class Server:
             return
         peer = self.peers.get(identity)  # looked up per message: a hello earlier in the frame counts
         if peer is None:
+            if kind == "bye":  # a worker the master released (and forgot) saying goodbye
+                log.debug("bye from released peer %s", identity.hex())
+                return
             self._drop(f"peer {identity.hex()}", f"{kind} before hello")
             self._send(identity, encode("unknown"))
             return
@@ -294,6 +315,48 @@ class Server:
     def _do_finish(self, action: c.Finish) -> None:
         self.finish = action
 
+    def _do_offer(self, action: b.OfferOptions) -> None:
+        """Sampling is over: record the options, let the chooser answer (now, or on a later tick)."""
+        self.journal.set_meta("options_offered_at", time.time())
+        if self.chooser is None:
+            self.stop_reason = "options offered but nobody can choose"
+            return
+        self.chooser.offer(self.core, action)  # type: ignore[arg-type]
+        self._take_choice()
+
+    def _take_choice(self) -> None:
+        if self.chooser is None or getattr(self.core, "phase", None) != b.OFFERING:
+            return
+        answer = self.chooser.poll(self.core)  # type: ignore[arg-type]
+        if answer is None:
+            return
+        if isinstance(answer, StopRun):
+            if self.stop_reason is None:
+                self.stop_reason = answer.reason
+            return
+        self._feed(b.ScheduleChosen(time.time(), answer.option, answer.cushion_accepted))
+
+    def _journal_plan(self) -> None:
+        """Once a plan is being executed, journal its budget, so that ``--resume`` goes on with
+        the money left instead of sampling and asking again."""
+        core = self.core
+        selected = getattr(core, "selected", None)
+        if selected is None or self._plan_journaled:
+            return
+        self._plan_journaled = True
+        self.journal.set_meta("plan", {
+            "option": selected.id, "label": selected.label, "machines": selected.machines,
+            "budget": core.budget, "cushion": core.cushion, "cushion_accepted": core.cushion_accepted,
+            "sampling_cost": core.sampling_cost, "implicit": core.settings.budget is not None,
+            "session": self.session,
+        })
+
+    def _do_wake(self, action: b.WakeAt) -> None:
+        pass  # the loop ticks every TICK_S; the release margin is longer than that
+
+    def _do_notify(self, action: b.Notify) -> None:
+        log.warning("%s", action.message)
+
     # ------------------------------------------------------------ housekeeping
     def _housekeeping(self, mono: float, timers: dict[str, float]) -> None:
         master = self.config.master
@@ -313,6 +376,8 @@ class Server:
             for peer in self.peers.values():
                 self._send(peer.identity, beat)
         self._feed(c.Tick(now))
+        self._take_choice()
+        self._journal_plan()
         if mono - timers["snapshot"] >= MACHINE_SNAPSHOT_S:
             timers["snapshot"] = mono
             for machine in self.core.live_machines():

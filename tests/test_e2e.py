@@ -222,7 +222,7 @@ def test_emulated_slow_cluster_stretches_runtimes(tmp_path):
     config = tmp_path / "clusters.toml"
     config.write_text('[clusters.slow]\nprovisioner = "local"\nmax = 1\nslowdown = 3\nprice = 0.2\natu = "1m"\n')
     bag = write_bag(tmp_path / "tasks.txt", ["sleep 0.2"])
-    proc = run_master(["--bag", str(bag), "--config", str(config)], tmp_path)
+    proc = run_master(["--bag", str(bag), "--config", str(config), "--policy", "self"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     (row,) = export(tmp_path / "bats-run")
     assert 0.55 < row["runtime_s"] < 1.5

@@ -1,0 +1,58 @@
+"""The options table the operator chooses from (seed 000 §4.3): plain text, one row per option.
+
+    id  schedule             cluster1  cluster2   makespan          cost  cushion
+     1  cheapest                    0        29   8 ATU (7h34m)   513.00    10.26
+     2  pareto *                    4        29   7 ATU (6h52m)   582.00        -
+
+A ``*`` marks options on the Pareto front of (makespan, cost); a schedule that several of the
+paper's labels produced shows them all ("fastest-20%, +20%"). Pure formatting, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from bats.common.durations import format_duration
+from bats.master.planner import Option
+
+
+def option_label(option: Option) -> str:
+    labels = [option.label, *option.also]
+    text = ", ".join(labels)
+    return text + (" *" if option.pareto else "")
+
+
+def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[float, float]] | None = None,
+                   tasks: int | None = None) -> str:
+    """The table, preceded by the estimates it was planned from when given."""
+    lines: list[str] = []
+    if estimates:
+        parts = [f"{name} {format_duration(mean)} (sd {format_duration(sd)})" for name, (mean, sd) in estimates.items()]
+        lines.append(f"estimated mean task runtime: {'; '.join(parts)}")
+    if tasks is not None:
+        lines.append(f"options for the {tasks} task(s) left (* = Pareto-optimal):")
+    if not options:
+        return "\n".join(lines + ["  (no options)"])
+    clusters = list(options[0].machines)
+    headers = ["id", "schedule", *clusters, "makespan", "cost", "cushion"]
+    rows = []
+    for o in options:
+        rows.append([
+            str(o.id), option_label(o), *(str(o.machines.get(name, 0)) for name in clusters),
+            f"{o.makespan_atu} ATU ({format_duration(o.makespan_s)})",
+            _money(o.cost), _money(o.cushion) if o.cushion else "-",
+        ])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    left = {1}  # the schedule label is left-aligned, numbers right-aligned
+
+    def render(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(w) if i in left else cell.rjust(w)
+                         for i, (cell, w) in enumerate(zip(cells, widths))).rstrip()
+
+    lines.append(render(headers))
+    lines.extend(render(r) for r in rows)
+    return "\n".join(lines)
+
+
+def _money(amount: float) -> str:
+    return f"{amount:,.2f}" if amount >= 0.01 or amount == 0 else f"{amount:.6f}"

@@ -1,0 +1,178 @@
+"""BaTS through the real master and real local workers: two emulated clouds with an ATU of a few
+seconds, the slower one stretched by ``slowdown`` (seed 000 §4.1's emulation, scaled down)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+MASTER = [sys.executable, "-m", "bats.master.cli"]
+CONFIG = """
+[master]
+heartbeat = "0.5s"
+liveness = "5s"
+monitor_interval = "1s"
+release_margin = "0.5s"
+
+[sampling]
+initial_workers = 2
+
+[clusters.slow]
+provisioner = "local"
+max = 3
+price = 1.0
+atu = "4s"
+slowdown = 3.0
+
+[clusters.fast]
+provisioner = "local"
+max = 3
+price = 2.0
+atu = "4s"
+"""
+TASKS = 60
+
+
+def setup_run(tmp_path: Path) -> tuple[Path, Path]:
+    config = tmp_path / "clusters.toml"
+    config.write_text(CONFIG)
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("".join(f"sleep 0.2; echo task {i}\n" for i in range(1, TASKS + 1)))
+    return config, bag
+
+
+def results(state_dir: Path) -> list[dict]:
+    out = subprocess.run([*MASTER, "results", "--state-dir", str(state_dir)], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def check_money(report: dict) -> None:
+    """Execution cost within budget + accepted cushion, and every cost the machines' ATUs."""
+    cost = report["cost"]
+    assert cost["execution"] <= report["budget"] + report["cushion"] + 1e-9
+    assert cost["total"] == pytest.approx(cost["sampling"] + cost["execution"])
+    prices = {name: cl["price"] for name, cl in report["clusters"].items()}
+    assert cost["total"] == pytest.approx(sum(m["atus"] * prices[m["cluster"]] for m in report["machines"]))
+
+
+@pytest.mark.parametrize("schedule", ["cheapest", "fastest", "2"])
+def test_emulated_run_samples_plans_and_finishes_within_budget(tmp_path, schedule):
+    config, bag = setup_run(tmp_path)
+    proc = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--schedule", schedule,
+                           "--seed", "3"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "options for the" in proc.stdout and "cheapest" in proc.stdout  # the table was shown
+    report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
+    assert report["status"] == "done" and report["policy"] == "bats"
+    rows = results(tmp_path / "bats-run")
+    assert sorted(r["id"] for r in rows) == list(range(1, TASKS + 1))  # every task exactly once
+    check_money(report)
+    assert report["selected"]["id"] >= 1 and report["options"]
+    assert set(report["estimates"]) == {"slow", "fast"}
+    # the slowdown shows in the estimates: slow tasks take about 3x as long
+    ratio = report["estimates"]["slow"]["mean_s"] / report["estimates"]["fast"]["mean_s"]
+    assert 2.0 < ratio < 4.5
+    assert 0 < report["tasks_at_plan"] < TASKS and report["timings"]["plan_s"] >= 0
+    assert report["cost"]["sampling"] > 0
+
+
+def test_up_front_budget_is_a_ceiling(tmp_path):
+    config, bag = setup_run(tmp_path)
+    proc = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--budget", "7"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
+    assert report["cost"]["total"] <= 7 + 1e-9  # with --budget the sampling is paid from it too
+    rows = results(tmp_path / "bats-run")
+    assert len({r["id"] for r in rows}) == len(rows) == report["tasks"]["done"]
+    if report["status"] != "done":
+        assert proc.returncode == 1 and "budget is spent" in report["reason"]
+        assert len(report["tasks"]["not_run_ids"]) == report["tasks"]["not_run"]
+        assert "not run" in proc.stdout
+
+
+def test_plan_only_stops_after_the_options(tmp_path):
+    config, bag = setup_run(tmp_path)
+    proc = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--plan-only"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "fastest" in proc.stdout
+    report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
+    assert report["status"] == "incomplete" and "plan-only" in report["reason"]
+    assert report["options"] and report["selected"] is None
+    assert all(m["state"] == "gone" for m in report["machines"])
+    # the sampled tasks are real work, journaled, and never run again
+    assert len(results(tmp_path / "bats-run")) == report["tasks"]["done"] > 0
+
+
+def test_no_terminal_and_no_choice_is_exit_2_naming_the_flags(tmp_path):
+    config, bag = setup_run(tmp_path)
+    proc = subprocess.run([*MASTER, "--bag", str(bag), "--config", str(config)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert "--schedule" in proc.stderr and "--budget" in proc.stderr and "--plan-only" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "bats-run").exists()  # nothing started
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--budget", "5", "--schedule", "cheapest"], "give one of them"),
+    (["--no-sampling"], "--no-sampling needs --budget"),
+    (["--budget", "-3"], "--budget"),
+    (["--budget", "lots"], "--budget"),
+    (["--plan-only", "--budget", "4"], "--plan-only"),
+])
+def test_contradicting_choice_flags_are_exit_2(tmp_path, argv, fragment):
+    config, bag = setup_run(tmp_path)
+    proc = subprocess.run([*MASTER, "--bag", str(bag), "--config", str(config), *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_interactive_prompt_on_a_terminal(tmp_path):
+    config, bag = setup_run(tmp_path)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the master, with the pty as its terminal
+        os.chdir(tmp_path)
+        os.execv(sys.executable, [*MASTER, "--bag", str(bag), "--config", str(config)])
+    seen = b""
+    answered = set()
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+            if b"choose an option" in seen and "bad" not in answered:
+                answered.add("bad")
+                os.write(fd, b"99\n")  # no such option: told so, asked again
+            elif seen.count(b"choose an option") >= 2 and "good" not in answered:
+                answered.add("good")
+                os.write(fd, b"cheapest\n")
+            elif b"allow it?" in seen and "cushion" not in answered:
+                answered.add("cushion")
+                os.write(fd, b"y\n")
+    finally:
+        _, status = os.waitpid(pid, 0)
+    text = seen.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "no option 99" in text and "DONE" in text
+    report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
+    assert report["selected"]["label"] == "cheapest" or "cheapest" in report["selected"]["also"]
+    check_money(report)
