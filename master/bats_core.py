@@ -58,7 +58,7 @@ from bats.master.estimate import (
     fit_regression,
     sample_size,
 )
-from bats.master.monitor import Billing, MachineView, TailEstimates, check, plan_releases
+from bats.master.monitor import Billing, MachineTable, TailEstimates, check, plan_releases
 from bats.master.planner import DEFAULT_MAX_RAISE, ClusterPlan, Option, Planner
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
@@ -554,16 +554,33 @@ class BatsCore(c.Core):
     def _tau_e(self) -> _TauE:
         return _TauE(self.tail)
 
-    def _views(self, now: float) -> list[MachineView]:
-        views = []
-        for m in self.live_machines():
-            running = now - m.running_since if m.held and m.running_since is not None else None
-            atu = self.clusters[m.cluster].atu_s
-            end = self._plan_end.get(m.cluster, now)
-            left = max(0, math.ceil((end - self._edge(m, now)) / atu - 1e-9))
-            views.append(MachineView(m.id, m.cluster, m.uptime(now), m.nt, m.rt, running,
-                                     0 if m.release_at is not None else left, m.release_at is not None))
-        return views
+    def _views(self, now: float) -> MachineTable:
+        """Every live machine as monitoring sees it, built straight into the monitor's columns
+        (one pass, the billing rule of ``atus_begun`` inlined per cluster)."""
+        names = list(self.clusters)
+        code_of = {name: k for k, name in enumerate(names)}
+        rules = [(cl.atu_s, cl.min_charge_s, self._plan_end.get(name, now)) for name, cl in self.clusters.items()]
+        ids, codes, ups, nts, rts, elapsed, lefts, marks = [], [], [], [], [], [], [], []
+        nan = math.nan
+        for m in self.machines.values():
+            if m.state is c.MachineState.GONE:
+                continue
+            code = code_of[m.cluster]
+            atu, min_charge, end = rules[code]
+            up = max(0.0, now - m.acquired_at)
+            edge = m.acquired_at + max(1, math.ceil(max(up, min_charge) / atu - 1e-9)) * atu
+            marked = m.release_at is not None
+            ids.append(m.id)
+            codes.append(code)
+            ups.append(up)
+            nts.append(m.nt)
+            rts.append(m.rt)
+            elapsed.append(now - m.running_since if m.held and m.running_since is not None else nan)
+            lefts.append(0 if marked else max(0, math.ceil((end - edge) / atu - 1e-9)))
+            marks.append(marked)
+        return MachineTable(tuple(ids), tuple(names), np.array(codes, dtype=np.intp), np.array(ups, dtype=float),
+                            np.array(nts, dtype=float), np.array(rts, dtype=float), np.array(elapsed, dtype=float),
+                            np.array(lefts, dtype=float), np.array(marks, dtype=bool))
 
     def _tasks_not_started(self) -> int:
         prefetched = sum(max(0, len(m.held) - 1) for m in self.live_machines())
@@ -572,12 +589,13 @@ class BatsCore(c.Core):
     def _monitor(self, now: float) -> list[c.Action]:
         """§3.1 every monitoring interval: re-plan when N_e > N_p (+ dN), then keep to the budget."""
         self._last_monitor = now
-        result = check(self._views(now), self._tasks_not_started(), self.billings, self._tau_e(),
+        views = self._views(now)
+        result = check(views, self._tasks_not_started(), self.billings, self._tau_e(),
                        self._delta_n_allowed, spent_before=self._gone_spent(now),
                        release_margin_s=self.settings.release_margin_s)
         actions: list[c.Action] = []
         if not result.ok:
-            money = self._money_left(now)
+            money = (self.budget + self.cushion - result.spent) if self.budget is not None else math.inf
             new = self._planner(self.remaining).fastest_within(max(0.0, money)) if money > 0 else None
             if new is not None and new != self.config:
                 reason = f"N_e {result.n_e} > N_p {result.n_p}" + (
@@ -586,15 +604,16 @@ class BatsCore(c.Core):
                                               "machines": dict(new)})
                 actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
                 actions.extend(self._move_to(new, now))
-        actions.extend(self._enforce_budget(now))
-        actions.append(WakeAt(now + self.settings.monitor_interval_s))
+                views = None  # machines were marked or unmarked
+        actions.extend(self._enforce_budget(now, views))
+        actions.append(WakeAt(now + self.settings.monitor_interval_s))  # the next check, on time
         return actions
 
-    def _enforce_budget(self, now: float) -> list[c.Action]:
+    def _enforce_budget(self, now: float, views: MachineTable | None = None) -> list[c.Action]:
         """Mark every machine whose next ATU(s) the money left cannot pay (plan_releases)."""
         if self.budget is None:
             return []
-        plan = plan_releases(self._views(now), self.billings, self._tau_e(),
+        plan = plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
                              self.budget - self._reserved_for_requested(), self.cushion,
                              spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
                              horizon_s=self.settings.monitor_interval_s)
@@ -616,7 +635,7 @@ class BatsCore(c.Core):
             actions.extend(self._end_sampling_if_complete(now))
         actions.extend(self._release_marked(now, idle_too=True))
         interval_over = now - self._last_monitor >= self.settings.monitor_interval_s - 1e-9
-        if self.phase == EXECUTING and self.remaining > 0 and (interval_over or not self.live_machines()):
+        if self.phase == EXECUTING and self.remaining > 0 and (interval_over or not self._live):
             actions.extend(self._monitor(now))
         elif self.phase == SAMPLING and self.budget is not None and interval_over:
             self._last_monitor = now  # implicit sampling spends the budget too
@@ -689,7 +708,7 @@ class BatsCore(c.Core):
         return self._acquire(name, want - have, now) if have < want else []
 
     def _finish_if_stranded(self, now: float) -> list[c.Action]:
-        if self.remaining == 0 or self.live_machines() or any(self._requested.values()):
+        if self.remaining == 0 or self._live or any(self._requested.values()):
             return []
         if self.phase == OFFERING:
             return []  # waiting for the operator's choice
