@@ -41,6 +41,7 @@ mean runtime) before it is let go; an idle one that cannot fit a task is let go 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Iterable, Mapping
@@ -459,8 +460,15 @@ class BatsCore(c.Core):
         self._delta_n_allowed = max(0, option.delta_n) if cushion_accepted else 0
         config = dict(option.machines)
         if not cushion_accepted and option.rounding == "a":  # the raise was the cushion: not taken
-            plain = self._planner(self.tasks_at_plan or self.remaining).fastest_within(option.budget)
-            config = plain or config
+            planner = self._planner(self.tasks_at_plan or self.remaining)
+            plain = planner.fastest_within(option.budget)
+            if plain is not None and plain != config:
+                config = plain
+                estimate = planner.estimate(plain)
+                self.selected = dataclasses.replace(
+                    option, machines=estimate.machines, makespan_s=estimate.makespan_s,
+                    makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=0.0,
+                    delta_n=estimate.delta_n, rounding="")
         self._last_monitor = now
         label = option.label if option.id == 0 else f"option {option.id} ({option.label})"
         actions: list[c.Action] = [Notify(f"executing {label}: {_machines_text(config)}, budget "

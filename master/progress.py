@@ -52,6 +52,12 @@ class ProgressView:
         eta = format_duration(core.remaining / rate) if rate > 0 and core.remaining else "-"
         info = (f"{core.failed} failed, {rate:.1f} tasks/s, {up} machines up"
                 + (f", {booting} booting" if booting else "") + f", eta {eta}")
+        phase = getattr(core, "phase", None)  # BaTS: where it is and what it spent
+        if phase is not None:
+            info += f", {phase}"
+            if core.budget is not None:
+                cushion = f" + {core.cushion:.2f}" if core.cushion else ""
+                info += f", spent {core.spent(time.time()):.2f} (budget {core.budget:.2f}{cushion})"
         return finished, info
 
     def update(self, server: Server) -> None:

@@ -392,6 +392,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bats.master.options_table import format_options
     from bats.master.report import summary, write_report
     from bats.master.runtimes import parse_runtimes
 
@@ -425,6 +426,10 @@ def run(args: argparse.Namespace) -> int:
             log.error("cannot write the report %s: %s", args.report, exc.strerror or exc)
             report_path = "(not written)"
     if not args.quiet:
+        core = sim.core
+        if isinstance(core, b.BatsCore) and core.options:
+            estimates = {name: (e["mean_s"], e["sd_s"]) for name, e in report["estimates"].items()}
+            print(format_options(core.options, estimates, core.tasks_at_plan))
         print(summary(report, report_path))
         print(f"  simulated {sim.events} events in {wall:.2f} s wall (seed {seed})")
     return EXIT_OK if sim.finish is not None and sim.finish.status == "done" else EXIT_INCOMPLETE
