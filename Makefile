@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench paper install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+# the BaTS paper's Table 1 and Table 2 next to ours: docs/paper-reproduction.md (about half a minute)
+paper: $(STAMP)
+	$(PY) bench/paper.py
 
 clean:
 	rm -rf $(VENV) bats-run build *.egg-info
