@@ -89,6 +89,13 @@ CONFIG_CASES = {
     # name: (config text or bytes; fragments besides the file name)
     "unknown-key": (LOCAL + 'colour = "red"\n', ["[clusters.a]", "colour", "unknown key"]),
     "unknown-master-key": ('[master]\nport = 5\n' + LOCAL, ["[master]", "port", "unknown key"]),
+    "sampling-confidence-1": ('[sampling]\nconfidence = 1.0\n' + LOCAL, ["[sampling]", "confidence", "between 0 and 1"]),
+    "sampling-error-string": ('[sampling]\nerror = "a quarter"\n' + LOCAL, ["[sampling]", "error"]),
+    "sampling-workers-zero": ('[sampling]\ninitial_workers = 0\n' + LOCAL, ["[sampling]", "initial_workers"]),
+    "sampling-unknown-key": ('[sampling]\nsize = 30\n' + LOCAL, ["[sampling]", "size", "unknown key"]),
+    "sampling-not-a-table": ('sampling = 3\n' + LOCAL, ["[sampling]", "must be a table"]),
+    "monitor-interval-zero": ('[master]\nmonitor_interval = 0\n' + LOCAL, ["[master]", "monitor_interval"]),
+    "release-margin-bad": ('[master]\nrelease_margin = "soon"\n' + LOCAL, ["[master]", "release_margin"]),
     "max-string": ('[clusters.a]\nprovisioner = "local"\nmax = "4"\n', ["[clusters.a]", "max"]),
     "max-bool": ('[clusters.a]\nprovisioner = "local"\nmax = true\n', ["[clusters.a]", "max"]),
     "max-float": ('[clusters.a]\nprovisioner = "local"\nmax = 2.5\n', ["[clusters.a]", "max"]),

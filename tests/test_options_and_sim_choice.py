@@ -1,0 +1,81 @@
+"""The options table (a snapshot) and ``bats-sim``'s choice flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bats.master.options_table import format_options
+from bats.master.planner import Option
+from bats.master.sim import main
+
+PAPER = "deploy/examples/paper/s3-4.toml"
+RUN = ["--config", PAPER, "--tasks", "1000", "--runtimes", "normal:15m,134s", "--seed", "1"]
+
+
+def option(id, label, machines, makespan_s, cost, cushion=0.0, also=(), pareto=True):
+    return Option(id=id, label=label, machines=machines, makespan_s=makespan_s, makespan_atu=-(-int(makespan_s) // 3600),
+                  cost=cost, cushion=cushion, budget=cost, delta_n=0, rounding="b" if cushion else "",
+                  pareto=pareto, also=tuple(also))
+
+
+def test_options_table_snapshot():
+    options = [
+        option(1, "cheapest", {"cluster1": 0, "cluster2": 29}, 27240.0, 513.0, cushion=10.26),
+        option(2, "+20%", {"cluster1": 4, "cluster2": 29}, 24720.0, 582.0, also=("fastest-20%",)),
+        option(3, "pareto", {"cluster1": 32, "cluster2": 32}, 12500.0, 768.0, pareto=True),
+        option(4, "fastest", {"cluster1": 32, "cluster2": 32}, 12500.0, 768.0, pareto=False),
+    ]
+    text = format_options(options, {"cluster1": (900.0, 134.0), "cluster2": (225.0, 33.5)}, 970)
+    assert text == (
+        "estimated mean task runtime: cluster1 15m00s (sd 2m14s); cluster2 3m45s (sd 34s)\n"
+        "options for the 970 task(s) left (* = Pareto-optimal):\n"
+        "id  schedule             cluster1  cluster2       makespan    cost  cushion\n"
+        " 1  cheapest *                  0        29  8 ATU (7h34m)  513.00    10.26\n"
+        " 2  +20%, fastest-20% *         4        29  7 ATU (6h52m)  582.00        -\n"
+        " 3  pareto *                   32        32  4 ATU (3h28m)  768.00        -\n"
+        " 4  fastest                    32        32  4 ATU (3h28m)  768.00        -"
+    )
+
+
+def test_sim_without_a_choice_is_exit_2(capsys):
+    assert main(RUN) == 2
+    err = capsys.readouterr().err
+    assert "--schedule" in err and "--budget" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags, fragment", [
+    (["--budget", "500", "--schedule", "fastest"], "give one of them"),
+    (["--no-sampling"], "needs --budget"),
+    (["--policy", "self", "--schedule", "fastest"], "--policy bats"),
+])
+def test_sim_contradicting_choices_are_exit_2(flags, fragment, capsys):
+    assert main(RUN + flags) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_sim_plan_only_prints_the_options_and_reports_them(tmp_path, capsys):
+    report_path = tmp_path / "r.json"
+    assert main(RUN + ["--plan-only", "--report", str(report_path)]) == 1  # the bag did not run
+    out = capsys.readouterr().out
+    assert "options for the" in out and "cheapest" in out and "fastest" in out
+    report = json.loads(report_path.read_text())
+    assert report["phase"] == "offering" and report["options"] and report["selected"] is None
+    assert report["sample_size"] == 30 and report["tasks_at_plan"] < 1000
+
+
+def test_sim_schedule_by_id_and_by_budget(tmp_path):
+    def run(*flags):
+        path = tmp_path / "r.json"
+        main(RUN + ["-q", "--report", str(path), *flags])
+        return json.loads(path.read_text())
+
+    by_id = run("--schedule", "3")
+    assert by_id["selected"]["id"] == 3
+    assert by_id["cost"]["execution"] <= by_id["budget"] + by_id["cushion"] + 1e-9
+    by_budget = run("--schedule", "$600")
+    assert by_budget["selected"]["label"] == "budget" and by_budget["budget"] == 600.0
+    assert by_budget["cost"]["execution"] <= 600.0 + 1e-9
+    up_front = run("--budget", "700")
+    assert up_front["cost"]["total"] <= 700.0 + 1e-9  # the sampling is paid from it too
+    assert up_front["status"] == "done"
