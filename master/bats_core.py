@@ -28,15 +28,22 @@ seeded RNG) with three phases:
    new configuration: acquires what it adds, marks what it drops for release at the end of the
    ATU they are in. The budget is a ceiling: :func:`bats.master.monitor.plan_releases` reserves
    every ATU a kept machine may start before the next check out of budget + cushion - spent,
-   and machines that do not fit are let go before their next edge; when the money is gone the
-   run ends incomplete.
+   and machines that do not fit are let go before their next edge; a machine is acquired only
+   if the same reservation for it fits as well (machines asked for and not acquired yet count
+   as reserved), and each check asks for a Tick at the next one (:class:`WakeAt`) so that a
+   coarse driver clock cannot stretch the interval; when the money is gone the run ends
+   incomplete.
 
 With a budget given up front (``BatsSettings.budget``) the operator has chosen already: the
 sample is taken inside the execution phase (Fig. 4 lines 4-6, "implicit sampling"), the budget
-covers the sampling machines too, and the configuration is the fastest that the money left pays.
+covers the sampling machines too (each with every ATU it begins before the first check), and the
+configuration is the fastest that the money left pays.
 
 A machine marked for release is not handed a task it is not expected to finish (the cluster's
-mean runtime) before it is let go; an idle one that cannot fit a task is let go at once.
+mean runtime) before it is let go; an idle one that cannot fit a task is let go at once, and so
+is one marked when its edge is already within the margin (before the event's actions return:
+waiting for a Tick would begin another ATU). A marked machine that a new plan keeps after all is
+unmarked and handed tasks at once.
 """
 
 from __future__ import annotations
