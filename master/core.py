@@ -17,9 +17,11 @@ release everything when the bag is done.
 Task hand-out: tasks are handed out randomly chosen, first-come first-served, to workers that
 ask. The bag of pending task ids is an array; a dispatch swaps a random element with the last one
 and pops it, O(1). A worker holds at most ``max_held`` tasks. With ``adaptive_prefetch`` it is sent one running and
-one prefetched while tasks take 10 ms or more (a moving average of reported runtimes), and up to
-``max_held`` while they are shorter: then messaging, not the tasks, is the cost, and deeper
-queues let one wake-up carry several messages.
+one prefetched while tasks take 10 ms to 1 s (a moving average of reported runtimes), up to
+``max_held`` while they are shorter (then messaging, not the tasks, is the cost, and deeper
+queues let one wake-up carry several messages), and none beyond the running one when they take a
+second or more: a round trip is then negligible, and a task queued on a slow machine at the end of
+the bag would wait while a fast one sits idle.
 Near the end of the bag a task is not prefetched to a busy worker while a worker with nothing to do
 (up, or still booting) could start it: a short task must not wait behind a long one. A
 machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
@@ -40,6 +42,7 @@ from bats.common.config import ClusterConfig
 
 DEFAULT_MAX_HELD = 2  # tasks a worker may hold: the running one plus one prefetched
 SHORT_TASK_S = 0.01  # with adaptive prefetch, tasks shorter than this get deeper worker queues
+LONG_TASK_S = 1.0  # ... and tasks this long none: the next one is sent when the current one ends
 _RUNTIME_SMOOTHING = 0.05  # weight of the newest runtime in the moving average
 
 
@@ -512,6 +515,8 @@ class Core:
         recent = self._recent_runtime
         if recent is not None and recent < SHORT_TASK_S:
             return self.max_held
+        if recent is not None and recent >= LONG_TASK_S:
+            return 1  # a round trip is nothing next to the task; a queued task could wait on a slow machine
         return min(DEFAULT_MAX_HELD, self.max_held)
 
     def _feed(self, machine: Machine) -> list[Action]:

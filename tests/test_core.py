@@ -318,14 +318,28 @@ def test_adaptive_prefetch_deepens_worker_queues_only_for_very_short_tasks():
     assert len(core.machines["m1"].held) == 16
 
 
-def test_adaptive_prefetch_keeps_one_prefetched_task_for_long_tasks():
+def test_adaptive_prefetch_keeps_one_prefetched_task_for_tasks_under_a_second():
     core = make_core(tasks=range(1, 50), max_held=9, adaptive_prefetch=True)
     core.handle(c.RunStarted(0.0))
     up(core, "m1")
     first = core.handle(c.WorkerAsked(0.0, "m1", n=9))
-    more = core.handle(c.TaskFinished(30.0, "m1", first[0].task, 1, 0, 30.0))
+    more = core.handle(c.TaskFinished(0.5, "m1", first[0].task, 1, 0, 0.5))
     assert sum(isinstance(a, c.Dispatch) for a in more) == 1
     assert len(core.machines["m1"].held) == 2
+
+
+def test_adaptive_prefetch_sends_long_tasks_one_at_a_time():
+    """A task of a second or more is sent when the previous one ends: at the end of a bag a task
+    queued on a slow machine would otherwise wait while a fast machine sits idle."""
+    core = make_core(tasks=range(1, 50), max_held=9, adaptive_prefetch=True)
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    first = core.handle(c.WorkerAsked(0.0, "m1", n=9))
+    assert len(first) == 2  # nothing known yet
+    more = core.handle(c.TaskFinished(30.0, "m1", first[0].task, 1, 0, 30.0))
+    assert [type(a) for a in more] == [c.RecordResult]  # it still holds the second task
+    nxt = core.handle(c.TaskFinished(60.0, "m1", first[1].task, 1, 0, 30.0))
+    assert [type(a) for a in nxt] == [c.RecordResult, c.Dispatch] and len(core.machines["m1"].held) == 1
 
 
 def test_cost_counts_every_begun_atu_and_at_least_the_minimum_charge():
