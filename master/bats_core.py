@@ -175,6 +175,7 @@ class BatsCore(c.Core):
         self.tail: TailEstimates | None = None
         self.options: list[Option] = []
         self.tasks_at_plan: int | None = None
+        self.plan_estimates: dict[str, tuple[float, float]] = {}  # (mean_s, sd_s) the options used
         self.selected: Option | None = None
         self.budget: float | None = settings.budget
         self.cushion = 0.0
@@ -328,6 +329,7 @@ class BatsCore(c.Core):
         self.sampling_cost = self.spent(now)
         self.tasks_at_plan = self.remaining
         planner = self._planner(self.remaining)
+        self.plan_estimates = {p.name: (p.mean_s, self._stats(p.name, now).sd_s) for p in planner.clusters}
         try:
             self.options = planner.options(self.settings.max_raise)
         except ValueError as exc:
@@ -347,9 +349,7 @@ class BatsCore(c.Core):
         actions: list[c.Action] = []
         for machine in self.live_machines():
             actions.extend(self._mark(machine, now, "sampling done: released at the end of its ATU"))
-        stats = {name: self._stats(name, now) for name in self.estimates}
-        actions.append(OfferOptions(tuple(self.options), self.remaining,
-                                    {name: (s.mean_s, s.sd_s) for name, s in stats.items()}))
+        actions.append(OfferOptions(tuple(self.options), self.remaining, dict(self.plan_estimates)))
         return actions
 
     def _complete_samples(self) -> dict[str, list[float]]:
@@ -759,8 +759,9 @@ class BatsCore(c.Core):
         figures["sample_size"] = self.sample_size
         figures["options"] = [option_record(o) for o in self.options]
         figures["selected"] = None if self.selected is None else option_record(self.selected)
-        figures["estimates"] = {name: {"mean_s": s.mean_s, "sd_s": s.sd_s}
-                                for name, s in ((n, self._stats(n, now)) for n in self.estimates)}
+        figures["estimates"] = {name: {"mean_s": mean, "sd_s": sd} for name, (mean, sd) in self.plan_estimates.items()}
+        figures["estimates_at_end"] = {name: {"mean_s": s.mean_s, "sd_s": s.sd_s}
+                                       for name, s in ((n, self._stats(n, now)) for n in self.estimates)}
         figures["tasks_at_plan"] = self.tasks_at_plan
         figures["reconfigurations"] = list(self.reconfigurations)
         if self.remaining:

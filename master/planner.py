@@ -386,6 +386,12 @@ class Planner:
             else:
                 cushion = self._cushion_units(config, atus, delta_n)
                 rounding = "b"
+                if config != self._limits:  # more money leads to every machine: is that cheaper in all?
+                    _m, all_atus, all_cost = self._cost_units(self._limits)
+                    all_cushion = self._cushion_units(self._limits, all_atus, self._delta_n(self._limits, all_atus))
+                    if all_cost + all_cushion < _cost + cushion and all_cost + all_cushion <= (1 + max_raise) * ref_units:
+                        config, cushion = list(self._limits), all_cost + all_cushion - budget_units
+                        rounding = "a" if all_cost + all_cushion > budget_units else "b"
         estimate = self.estimate(self._as_dict(config))
         return Option(id=0, label=label, machines=estimate.machines, makespan_s=estimate.makespan_s,
                       makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=self.money(cushion),
@@ -471,9 +477,11 @@ class Planner:
             if option is None:
                 continue
             key = tuple(option.machines.values())
-            if key in merged:
+            if key in merged:  # one configuration, several labels: the tightest budget that buys it
                 first = merged[key]
-                merged[key] = replace(first, also=first.also + (label,))
+                merged[key] = replace(first, also=first.also + (label,),
+                                      budget=min(first.budget, option.budget),
+                                      cushion=first.cushion if first.budget <= option.budget else option.cushion)
             else:
                 merged[key] = option
         for estimate in self.pareto():
