@@ -176,3 +176,46 @@ def test_interactive_prompt_on_a_terminal(tmp_path):
     report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
     assert report["selected"]["label"] == "cheapest" or "cheapest" in report["selected"]["also"]
     check_money(report)
+
+
+def test_kill_9_after_the_plan_then_resume_keeps_to_the_budget(tmp_path):
+    import signal
+    import sqlite3
+
+    config, _ = setup_run(tmp_path)
+    bag = tmp_path / "tasks.txt"
+    n = 80
+    bag.write_text("".join(f"sleep 0.3; echo {i}\n" for i in range(1, n + 1)))
+    state = tmp_path / "bats-run"
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--schedule", "fastest",
+                               "--seed", "5"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    plan = None
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and master.poll() is None:
+            time.sleep(0.2)
+            try:
+                with sqlite3.connect(state / "journal.sqlite", timeout=1) as db:
+                    row = db.execute("SELECT value FROM meta WHERE key = 'plan'").fetchone()
+            except sqlite3.Error:
+                continue
+            if row:
+                plan = json.loads(row[0])
+                time.sleep(0.5)  # into the execution phase
+                break
+        assert plan is not None, "the plan was never journaled"
+        if master.poll() is None:
+            master.send_signal(signal.SIGKILL)
+    finally:
+        master.wait(timeout=30)
+    proc = subprocess.run([*MASTER, "--quiet", "--resume", "--state-dir", str(state)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    report = json.loads((state / "report.json").read_text())
+    rows = results(state)
+    assert len({r["id"] for r in rows}) == len(rows) == report["tasks"]["done"]  # never counted twice
+    assert report["sessions"] == 2 and proc.returncode in (0, 1), proc.stderr
+    if report["status"] == "done":
+        assert report["tasks"]["done"] == n
+    # across both sessions: the first session's sampling plus the chosen budget (+ cushion), at most
+    limit = plan["sampling_cost"] + plan["budget"] + plan["cushion"]
+    assert report["cost"]["total"] <= limit + 1e-9, (report["cost"], plan)
