@@ -170,6 +170,7 @@ class BatsCore(c.Core):
         self._sample_runtime: dict[str, list[float]] = {name: [] for name in clusters}
         self._marked: dict[str, c.Machine] = {}
         self._due_now = False  # a machine was marked for release at the current moment
+        self._short_of_money = False  # an acquisition was cut because the budget could not pay it
         # the plan
         self.estimates: dict[str, RuntimeEstimate] = {}
         self.tail: TailEstimates | None = None
@@ -521,7 +522,10 @@ class BatsCore(c.Core):
                                  self.cushion, spent_before=self._gone_spent(now),
                                  release_margin_s=self.settings.release_margin_s,
                                  horizon_s=self.settings.monitor_interval_s)
-            n = min(n, max(0, math.floor((plan.money_left - plan.reserved) / reserve + 1e-9)))
+            affordable = max(0, math.floor((plan.money_left - plan.reserved) / reserve + 1e-9))
+            if affordable < n:
+                self._short_of_money = True
+            n = min(n, affordable)
         if n <= 0:
             return []
         self._requested[name] += n
@@ -727,7 +731,8 @@ class BatsCore(c.Core):
             return []
         if self.phase == OFFERING:
             return []  # waiting for the operator's choice
-        if self.budget is not None and any(m.release_reason.startswith("the budget") for m in self.machines.values()):
+        if self.budget is not None and (self._short_of_money or any(
+                m.release_reason.startswith("the budget") for m in self.machines.values())):
             return [self._stop(f"the budget is spent: {self.remaining} task(s) did not run")]
         return [self._stop("no machines left to run the remaining tasks")]
 
