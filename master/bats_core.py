@@ -52,12 +52,20 @@ import dataclasses
 import math
 import random
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from bats.common.config import ClusterConfig, Config, SamplingConfig
+from bats.common.config import ClusterConfig, Config
 from bats.master import core as c
+from bats.master.bats_events import (
+    BatsSettings,
+    Choice,
+    Notify,
+    OfferOptions,
+    ScheduleChosen,
+    WakeAt,
+    option_record,
+)
 from bats.master.estimate import (
     REPLICATED_TASKS,
     Regression,
@@ -66,69 +74,31 @@ from bats.master.estimate import (
     fit_regression,
     sample_size,
 )
-from bats.master.monitor import Billing, MachineTable, TailEstimates, check, plan_releases
-from bats.master.planner import DEFAULT_MAX_RAISE, ClusterPlan, Option, Planner
+from bats.master.monitor import (
+    Billing,
+    MachineTable,
+    TailEstimates,
+    check,
+    plan_releases,
+)
+from bats.master.planner import ClusterPlan, Option, Planner
+
+__all__ = [
+    "EXECUTING",
+    "OFFERING",
+    "SAMPLING",
+    "BatsCore",
+    "BatsSettings",
+    "Choice",
+    "Notify",
+    "OfferOptions",
+    "ScheduleChosen",
+    "WakeAt",
+    "build_core",
+    "option_record",
+]
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
-
-
-# ---------------------------------------------------------------- events and actions
-@dataclass(frozen=True, slots=True)
-class ScheduleChosen:
-    """The operator chose an option (or the driver did, from ``--schedule``/``--budget``)."""
-
-    now: float
-    option: Option
-    cushion_accepted: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class OfferOptions:
-    """Show the operator the options (the sampling phase is over) and feed back a choice."""
-
-    options: tuple[Option, ...]
-    tasks: int  # the tasks the options were planned for
-    estimates: dict[str, tuple[float, float]]  # cluster -> (mean_s, sd_s)
-
-
-@dataclass(frozen=True, slots=True)
-class WakeAt:
-    """Feed a ``Tick`` no later than ``at``: a machine must be let go then."""
-
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class Notify:
-    """Something the operator should read in the log (a plan chosen or changed, money running out)."""
-
-    message: str
-
-
-@dataclass(frozen=True)
-class BatsSettings:
-    sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    monitor_interval_s: float = 300.0
-    release_margin_s: float = 60.0
-    budget: float | None = None  # given up front: implicit sampling, the budget covers everything
-    cushion_accepted: bool = False  # with an up-front budget: may spend the rounding cushion too
-    max_raise: float = DEFAULT_MAX_RAISE
-
-
-@dataclass(frozen=True)
-class Choice:
-    """How the operator decides (the command-line flags): see ``bats-master --help``."""
-
-    policy: str = "bats"  # "bats" or "self" (plain self-scheduling on every machine)
-    schedule: str | None = None  # cheapest, fastest, an option id or a budget ("$25"), after sampling
-    budget: float | None = None  # up front: implicit sampling, this budget covers everything
-    cushion: bool = False
-    plan_only: bool = False
-
-    @property
-    def decided(self) -> bool:
-        """Whether the run needs no one to answer a prompt."""
-        return self.policy != "bats" or self.schedule is not None or self.budget is not None or self.plan_only
 
 
 def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choice: Choice,
@@ -689,9 +659,9 @@ class BatsCore(c.Core):
         """A cluster with no machine left or coming (acquisition failed, machines lost) cannot
         finish its replicated copies; the sample goes on without it."""
         for name in list(self._active):
-            if not self.live_machines(name) and not self._requested[name] and self.machines_of(name):
-                if self._lost_in_a_row[name] >= c._GIVE_UP_AFTER or not self._replace_possible(name):
-                    self._deactivate(name)
+            gone = not self.live_machines(name) and not self._requested[name] and self.machines_of(name)
+            if gone and not self._replace_possible(name):
+                self._deactivate(name)
 
     def machines_of(self, cluster: str) -> list[c.Machine]:
         return [m for m in self.machines.values() if m.cluster == cluster]
@@ -790,14 +760,6 @@ class _TauE:
         if self._known(cluster):
             return self.tail.many(cluster, elapsed)  # type: ignore[union-attr]
         return np.maximum(np.asarray(elapsed, dtype=float), 0.0)
-
-
-def option_record(option: Option) -> dict[str, Any]:
-    """An option as the report holds it."""
-    return {"id": option.id, "label": option.label, "also": list(option.also), "machines": dict(option.machines),
-            "makespan_atu": option.makespan_atu, "makespan_s": option.makespan_s, "cost": option.cost,
-            "cushion": option.cushion, "budget": option.budget, "delta_n": option.delta_n,
-            "rounding": option.rounding, "pareto": option.pareto}
 
 
 def _machines_text(config: Mapping[str, int]) -> str:

@@ -29,8 +29,8 @@ from bats.common.protocol import (
 from bats.master import bats_core as b
 from bats.master import core as c
 from bats.master.bag import Bag
-from bats.master.journal import Journal, JournalError
 from bats.master.choosing import Chooser, StopRun
+from bats.master.journal import Journal, JournalError
 from bats.provisioners.base import MachineHandle, MachineState, Provisioner
 
 log = logging.getLogger(__name__)

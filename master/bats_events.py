@@ -1,0 +1,80 @@
+"""What BaTS's core (:mod:`bats.master.bats_core`) exchanges with its drivers, beyond the events and
+actions of :mod:`bats.master.core`: the operator's choice comes in as :class:`ScheduleChosen`;
+:class:`OfferOptions`, :class:`WakeAt` and :class:`Notify` go out. :class:`Choice` is what the
+command-line flags decide, :class:`BatsSettings` what the config does. Plain data, no logic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bats.common.config import SamplingConfig
+from bats.master.planner import DEFAULT_MAX_RAISE, Option
+
+
+# ---------------------------------------------------------------- events and actions
+@dataclass(frozen=True, slots=True)
+class ScheduleChosen:
+    """The operator chose an option (or the driver did, from ``--schedule``/``--budget``)."""
+
+    now: float
+    option: Option
+    cushion_accepted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OfferOptions:
+    """Show the operator the options (the sampling phase is over) and feed back a choice."""
+
+    options: tuple[Option, ...]
+    tasks: int  # the tasks the options were planned for
+    estimates: dict[str, tuple[float, float]]  # cluster -> (mean_s, sd_s)
+
+
+@dataclass(frozen=True, slots=True)
+class WakeAt:
+    """Feed a ``Tick`` no later than ``at``: a machine must be let go then."""
+
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """Something the operator should read in the log (a plan chosen or changed, money running out)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class BatsSettings:
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    monitor_interval_s: float = 300.0
+    release_margin_s: float = 60.0
+    budget: float | None = None  # given up front: implicit sampling, the budget covers everything
+    cushion_accepted: bool = False  # with an up-front budget: may spend the rounding cushion too
+    max_raise: float = DEFAULT_MAX_RAISE
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How the operator decides (the command-line flags): see ``bats-master --help``."""
+
+    policy: str = "bats"  # "bats" or "self" (plain self-scheduling on every machine)
+    schedule: str | None = None  # cheapest, fastest, an option id or a budget ("$25"), after sampling
+    budget: float | None = None  # up front: implicit sampling, this budget covers everything
+    cushion: bool = False
+    plan_only: bool = False
+
+    @property
+    def decided(self) -> bool:
+        """Whether the run needs no one to answer a prompt."""
+        return self.policy != "bats" or self.schedule is not None or self.budget is not None or self.plan_only
+
+
+def option_record(option: Option) -> dict[str, Any]:
+    """An option as the report holds it."""
+    return {"id": option.id, "label": option.label, "also": list(option.also), "machines": dict(option.machines),
+            "makespan_atu": option.makespan_atu, "makespan_s": option.makespan_s, "cost": option.cost,
+            "cushion": option.cushion, "budget": option.budget, "delta_n": option.delta_n,
+            "rounding": option.rounding, "pareto": option.pareto}
