@@ -22,7 +22,7 @@ price and speed. Our configs for them are ``deploy/examples/paper/s*-*.toml``; e
   sampling with or without ``plan_only``, so an option id read from the plan-only run names the
   same option in the run that executes it.
 - A small sensitivity check re-runs Table 2's executions with ``[master] prefetch = 0`` (a worker
-  holds only the task it runs), to size the end-of-bag tail that prefetching adds.
+  holds only the task it runs, even before its first result), against the default "auto".
 
 Every figure of ours is the median over the seeds, with the range [min-max] where it varies.
 The notes under each table are generated from the numbers (thresholds: "equal", "within 0.5 %",
@@ -505,8 +505,9 @@ def render(res: Results, header: Sequence[str]) -> str:
         "7 replicated tasks for the regression, a sample of n_s tasks; then the options are planned "
         "for the tasks left."),
         ("- Simulated machines start at once (no `startup`: the paper gives no figure for its SGE start-up "
-        "times); workers get one task queued behind the running one (`prefetch` \"auto\", the default) "
-        "unless stated."),
+        "times); `[master] prefetch` is \"auto\", the default, unless stated: once tasks are known to "
+        "take a second or more a worker holds only the task it runs (before its first result it is sent "
+        "one more)."),
         (f"- {len(res.seeds)} repetition(s), {seeds_text(res.seeds)}: a seed draws the runtimes and the "
         "core's random choices. Every figure of ours is the **median over the seeds**, with [min–max] "
         "where they differ; configurations list how many seeds produced each (×n). Differences are "
@@ -1020,11 +1021,13 @@ def render_prefetch(res: Results) -> list[str]:
     out = [
         "## Sensitivity: worker prefetch",
         "",
-        ("Our workers hold one task beyond the one they run (`[master] prefetch` \"auto\"), so near the "
-        "end of the bag a slow machine may keep a second 15-minute task that an idle fast machine could "
-        "have run. The same schedules with `prefetch = 0`, cushion accepted (sampling, and so the "
-        "options, change with the setting; the columns are over the runs that finished). *Tail*: from "
-        "the moment the last task is handed out to the end of the run."),
+        ("A task queued behind the running one on a slow machine can wait at the end of the bag while a "
+        "fast machine idles. `[master] prefetch` \"auto\" therefore sends tasks of a second or more one "
+        "at a time; only a worker's first ask, before any runtime is known, gets a second task. "
+        "`prefetch = 0` never queues one. The same schedules with `prefetch = 0`, cushion accepted: "
+        "what differs comes mostly from the sampling phase (another dispatch order draws another "
+        "sample, so the options differ; the columns are over the runs that finished). *Tail*: from the "
+        "moment the last task is handed out to the end of the run."),
         "",
     ]
     rows = []

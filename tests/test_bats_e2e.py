@@ -4,15 +4,13 @@ seconds, the slower one stretched by ``slowdown`` (seed 000 §4.1's emulation, s
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from terminal import run_on_terminal
 
 MASTER = [sys.executable, "-m", "bats.master.cli"]
 CONFIG = """
@@ -140,38 +138,22 @@ def test_contradicting_choice_flags_are_exit_2(tmp_path, argv, fragment):
 
 def test_interactive_prompt_on_a_terminal(tmp_path):
     config, bag = setup_run(tmp_path)
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the master, with the pty as its terminal
-        os.chdir(tmp_path)
-        os.execv(sys.executable, [*MASTER, "--bag", str(bag), "--config", str(config)])
-    seen = b""
-    answered = set()
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if not ready:
-                continue
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-            if b"choose an option" in seen and "bad" not in answered:
-                answered.add("bad")
-                os.write(fd, b"99\n")  # no such option: told so, asked again
-            elif seen.count(b"choose an option") >= 2 and "good" not in answered:
-                answered.add("good")
-                os.write(fd, b"cheapest\n")
-            elif b"allow it?" in seen and "cushion" not in answered:
-                answered.add("cushion")
-                os.write(fd, b"y\n")
-    finally:
-        _, status = os.waitpid(pid, 0)
-    text = seen.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, text
+    answered: set[str] = set()
+
+    def operator(seen: bytes) -> bytes | None:
+        if b"choose an option" in seen and "bad" not in answered:
+            answered.add("bad")
+            return b"99\n"  # no such option: told so, asked again
+        if seen.count(b"choose an option") >= 2 and "good" not in answered:
+            answered.add("good")
+            return b"cheapest\n"
+        if b"allow it?" in seen and "cushion" not in answered:
+            answered.add("cushion")
+            return b"y\n"
+        return None
+
+    code, text = run_on_terminal([*MASTER, "--bag", str(bag), "--config", str(config)], tmp_path, operator)
+    assert code == 0, text
     assert "no option 99" in text and "DONE" in text
     report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
     assert report["selected"]["label"] == "cheapest" or "cheapest" in report["selected"]["also"]

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import pty
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bats import provisioners
 from bats.common.config import load_config
 from bats.master.bag import load_bag
+from terminal import run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTER = [sys.executable, "-m", "bats.master.cli"]
@@ -31,27 +28,8 @@ def test_without_a_terminal_progress_is_a_log_line_every_few_seconds(tmp_path):
 def test_on_a_terminal_progress_is_a_live_bar(tmp_path):
     bag = tmp_path / "tasks.txt"
     bag.write_text("sleep 1.5\n" * 4)
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the master, with the pty as its terminal
-        os.chdir(tmp_path)
-        os.execv(sys.executable, [*MASTER, "--bag", str(bag), "--workers", "2"])
-    seen = b""
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.5)
-            if ready:
-                try:
-                    chunk = os.read(fd, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-    finally:
-        _, status = os.waitpid(pid, 0)
-    text = seen.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, text
+    code, text = run_on_terminal([*MASTER, "--bag", str(bag), "--workers", "2"], tmp_path, timeout=60)
+    assert code == 0, text
     assert "bats" in text and "/4" in text and "tasks/s" in text  # the live bar
     assert "DONE" in text
 
