@@ -72,6 +72,10 @@ def _money_arg(text: str) -> float:
     return amount
 
 
+CHOICE_FLAGS = ("pass --schedule cheapest|fastest|ID|$AMOUNT, --budget AMOUNT or --plan-only "
+                "(or --policy self to run on every machine without a budget)")
+
+
 def choice_from_args(args: argparse.Namespace, config: Config):
     """A :class:`bats.master.bats_core.Choice` from the flags, checked for contradictions."""
     from bats.master.bats_core import Choice

@@ -24,6 +24,7 @@ from typing import Any
 from bats.common import __version__
 from bats.common.config import Config, ConfigError
 from bats.master.args import (
+    CHOICE_FLAGS,
     OneLineArgumentParser,
     UsageError,
     add_choice_flags,
@@ -102,8 +103,7 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-NO_CHOICE = ("no terminal to choose an option on: pass --schedule cheapest|fastest|ID|$AMOUNT, --budget AMOUNT "
-             "or --plan-only (or --policy self to run on every machine without a budget)")
+NO_CHOICE = f"no terminal to choose an option on: {CHOICE_FLAGS}"
 
 
 def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: bool) -> dict:

@@ -55,6 +55,7 @@ from bats.common.config import ClusterConfig, Config
 from bats.master import bats_core as b
 from bats.master import core as c
 from bats.master.args import (
+    CHOICE_FLAGS,
     OneLineArgumentParser,
     UsageError,
     add_choice_flags,
@@ -357,8 +358,7 @@ def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: in
 
 
 # ---------------------------------------------------------------- the command
-NO_CHOICE = ("the clusters have prices, so BaTS needs a choice: --schedule cheapest|fastest|ID|$AMOUNT, "
-             "--budget AMOUNT or --plan-only (or --policy self to use every machine)")
+NO_CHOICE = f"the clusters have prices, so BaTS needs a choice: {CHOICE_FLAGS}"
 
 
 
