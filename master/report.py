@@ -39,8 +39,9 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
     bats = {key: value for key, value in figures.items() if key not in ("tasks", "makespan_s", "cost", "machines")}
     if "sampling" in figures["cost"]:
         plan = journal.meta.get("plan") or {}
-        earlier_sampling = (plan.get("sampling_cost") or 0.0
-                            if plan.get("session", session) < session and not plan.get("implicit") else 0.0)
+        # a plan chosen in an earlier session after a sampling phase: that phase's cost counts too
+        chosen_before = plan.get("session", session) < session and not plan.get("implicit")
+        earlier_sampling = (plan.get("sampling_cost") or 0.0) if chosen_before else 0.0
         cost["sampling"] = earlier_sampling + figures["cost"]["sampling"]
         cost["execution"] = total - cost["sampling"]
     return {
