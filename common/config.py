@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bats.common.durations import parse_duration
+from bats.common.prices import PriceTrace, PriceTraceError, load_trace
 
 
 class ConfigError(ValueError):
@@ -78,6 +79,13 @@ class ClusterConfig:
     options: dict[str, Any] = field(default_factory=dict)
     speed: float = 1.0  # used by bats-sim: runtimes are divided by it
     min_charge_s: float = 0.0  # a machine is billed for at least this long (EC2: atu 1s, min_charge 60s)
+    market: str = "on-demand"  # or "spot": the price moves (price_trace) and a machine may be interrupted
+    price_trace: PriceTrace | None = None  # spot: how the price moves from the start of the run
+    bid: float | None = None  # spot: a machine is interrupted while the price is above it (None: never)
+
+    @property
+    def spot(self) -> bool:
+        return self.market == "spot"
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,10 @@ _CLUSTER_KEYS = {
     "atu": ("duration", 3600.0),
     "speed": ("factor", 1.0),  # used by bats-sim: runtimes are divided by it
     "min_charge": ("duration", 0.0),  # billed for at least this long
+    "market": ("market", "on-demand"),  # "on-demand" or "spot"
+    "price_trace": ("str", None),  # spot: CSV of offset, price (relative to this file)
+    "bid": ("money", None),  # spot: interrupted while the price is above it
+    "on_demand_price": ("money", None),  # spot: its on-demand twin's price, the default bid
 }
 
 
@@ -169,6 +181,10 @@ def _convert(kind: str, value: Any) -> Any:
         if not math.isfinite(number) or number < 0:
             raise ValueError(f"must be a finite number >= 0, got {value!r}")
         return number
+    if kind == "market":
+        if value not in ("on-demand", "spot"):
+            raise ValueError(f"expected \"on-demand\" or \"spot\", got {value!r}")
+        return value
     if kind == "fraction":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
             raise ValueError(f"expected a number between 0 and 1 (exclusive), got {value!r}")
@@ -289,6 +305,17 @@ def load_config(
         options.update({k: v for k, v in values.items() if k in extra})
         if values.get("atu", 3600.0) <= 0:
             raise ConfigError(f"{source}: [{table}] atu: must be longer than 0 seconds")
+        market = values.get("market", "on-demand")
+        for key in ("price_trace", "bid", "on_demand_price"):
+            if key in values and market != "spot":
+                raise ConfigError(f"{source}: [{table}] {key}: only for a spot cluster (market = \"spot\")")
+        trace = None
+        if "price_trace" in values:
+            trace_path = os.path.join(os.path.dirname(os.path.abspath(source)), values["price_trace"])
+            try:
+                trace = load_trace(trace_path)
+            except PriceTraceError as exc:
+                raise ConfigError(f"{source}: [{table}] price_trace: {exc}") from None
         clusters[name] = ClusterConfig(
             name=name,
             provisioner=provisioner,
@@ -298,5 +325,8 @@ def load_config(
             options=options,
             speed=values.get("speed", 1.0),
             min_charge_s=values.get("min_charge", 0.0),
+            market=market,
+            price_trace=trace,
+            bid=values.get("bid", values.get("on_demand_price")),
         )
     return Config(master=master, clusters=clusters, source=source, sampling=sampling)

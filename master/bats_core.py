@@ -371,7 +371,8 @@ class BatsCore(c.Core):
         for name in self.estimates:
             cl = self.clusters[name]
             mean = max(MIN_MEAN_S, self._stats(name, self._now).mean_s)
-            plans.append(ClusterPlan(name, mean, cl.price, cl.atu_s, cl.max if name in self._active else 0,
+            available = name in self._active and not (cl.bid is not None and self.prices[name] > cl.bid)
+            plans.append(ClusterPlan(name, mean, self.prices[name], cl.atu_s, cl.max if available else 0,
                                      cl.min_charge_s))
         return Planner(plans, max(1, n_tasks))
 
@@ -420,6 +421,29 @@ class BatsCore(c.Core):
             cheapest = min(o.cost for o in self.options)
             raise ValueError(f"a budget of {budget:g} pays for no configuration (the cheapest costs {cheapest:g})")
         return option
+
+    def _on_price_changed(self, ev: c.PriceChanged) -> list[c.Action]:
+        """A spot price moved (seed 003 §3): new ATUs cost the new price. While executing, move
+        to the fastest configuration the money left pays at the new prices; the types it drops go
+        at the end of their paid ATU, the ones it adds are acquired now."""
+        old = self.prices[ev.cluster]
+        super()._on_price_changed(ev)
+        cl = self.clusters[ev.cluster]
+        self.billings[ev.cluster] = Billing(cl.atu_s, ev.price, cl.min_charge_s)
+        if self.phase != EXECUTING or self.remaining == 0 or ev.price == old:
+            return []
+        now = ev.now
+        money = self._money_left(now)
+        new = self._planner(self.remaining).fastest_within(max(0.0, money)) if money > 0 else None
+        actions: list[c.Action] = []
+        if new is not None and new != self.config:
+            reason = f"price of {ev.cluster} {old:g} -> {ev.price:g}"
+            self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason,
+                                          "machines": dict(new)})
+            actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
+            actions.extend(self._move_to(new, now))
+        actions.extend(self._enforce_budget(now))
+        return actions
 
     def _on_schedule_chosen(self, ev: ScheduleChosen) -> list[c.Action]:
         if self.phase != OFFERING:
@@ -536,9 +560,18 @@ class BatsCore(c.Core):
         super()._retire(machine, now, reason)
 
     def _gone_spent(self, now: float) -> float:
-        """What the budget paid for machines no longer live (plan_releases' ``spent_before``)."""
-        gone = sum(self.machine_cost(m, now)[1] for m in self.machines.values() if m.state is c.MachineState.GONE)
-        return gone - self._sampling_not_budgeted()
+        """``spent_before`` for the monitor, which prices a live machine's begun ATUs at its
+        cluster's price now: what the budget paid for machines no longer live, plus, after spot
+        price changes, the difference between what live machines' ATUs really cost and that."""
+        gone = 0.0
+        correction = 0.0
+        for m in self.machines.values():
+            if m.state is c.MachineState.GONE:
+                gone += self.machine_cost(m, now)[1]
+            elif m.cluster in self._price_log:
+                atus, cost = self.machine_cost(m, now)
+                correction += cost - atus * self.prices[m.cluster]
+        return gone + correction - self._sampling_not_budgeted()
 
     def _tau_e(self) -> _TauE:
         return _TauE(self.tail)
@@ -784,4 +817,5 @@ def _affordable(counts: dict[str, int], costs: Mapping[str, float], budget: floa
     return given
 
 
-BatsCore._handlers = {**c.Core._handlers, ScheduleChosen: BatsCore._on_schedule_chosen}
+BatsCore._handlers = {**c.Core._handlers, ScheduleChosen: BatsCore._on_schedule_chosen,
+                      c.PriceChanged: BatsCore._on_price_changed}

@@ -116,8 +116,17 @@ class StopRequested:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class PriceChanged:
+    """A spot cluster's price per ATU is ``price`` from ``now`` on (ATUs that begin from now)."""
+
+    now: float
+    cluster: str
+    price: float
+
+
 Event = Union[RunStarted, MachineAcquired, AcquireFailed, MachineUp, WorkerAsked, TaskFinished,
-              MachineLost, Tick, StopRequested]
+              MachineLost, Tick, StopRequested, PriceChanged]
 
 
 # ---------------------------------------------------------------- actions (imperative)
@@ -207,6 +216,23 @@ def atus_begun(uptime_s: float, atu_s: float, min_charge_s: float = 0.0) -> int:
     return max(1, math.ceil(max(uptime_s, min_charge_s) / atu_s - 1e-9))
 
 
+def _charged(start: float, atus: int, atu_s: float, first_price: float, times: list[float],
+             prices: list[float]) -> float:
+    """The money of ``atus`` ATUs beginning at ``start``, ``start + atu_s``, …, each at the price in
+    force when it begins: ``first_price`` before ``times[0]``, then ``prices[j]`` from ``times[j]``.
+    O(price changes), however many ATUs (per-second billing has thousands)."""
+    total = 0.0
+    bounds = [-math.inf, *times, math.inf]
+    rates = [first_price, *prices]
+    for j, price in enumerate(rates):
+        lo, hi = bounds[j], bounds[j + 1]
+        first = 0 if lo == -math.inf else max(0, math.ceil((lo - start) / atu_s - 1e-9))
+        last = atus if hi == math.inf else min(atus, math.ceil((hi - start) / atu_s - 1e-9))
+        if last > first:
+            total += (last - first) * price
+    return total
+
+
 # task status codes, one byte per task id
 _PENDING, _RUNNING, _DONE, _FAILED = 0, 1, 2, 3
 _GIVE_UP_AFTER = 3  # consecutive machines of a cluster lost before doing any task
@@ -272,6 +298,8 @@ class Core:
         self.last_finish_at: float | None = None
         self.finished: Finish | None = None
         self._now = 0.0  # the time of the event being handled
+        self.prices = {name: cl.price for name, cl in clusters.items()}  # per ATU, now
+        self._price_log: dict[str, tuple[list[float], list[float]]] = {}  # cluster -> (times, prices) of changes
         # handlers bound to this instance, so a subclass's overrides are the ones called
         self._dispatch = {kind: getattr(self, fn.__name__) for kind, fn in type(self)._handlers.items()}
 
@@ -286,9 +314,13 @@ class Core:
                 if m.state is not MachineState.GONE and (cluster is None or m.cluster == cluster)]
 
     def machine_cost(self, machine: Machine, now: float) -> tuple[int, float]:
+        """ATUs begun and their money; each ATU costs the price when it begins (spot prices move)."""
         cluster = self.clusters[machine.cluster]
         atus = atus_begun(machine.uptime(now), cluster.atu_s, cluster.min_charge_s)
-        return atus, atus * cluster.price
+        changes = self._price_log.get(machine.cluster)
+        if changes is None:
+            return atus, atus * cluster.price
+        return atus, _charged(machine.acquired_at, atus, cluster.atu_s, cluster.price, *changes)
 
     def report(self, now: float) -> dict:
         """The run's figures as plain data (the driver adds paths and earlier sessions)."""
@@ -459,6 +491,13 @@ class Core:
                 actions.extend(self._on_machine_lost(MachineLost(ev.now, machine.id, "boot timeout")))
         return actions
 
+    def _on_price_changed(self, ev: PriceChanged) -> list[Action]:
+        times, prices = self._price_log.setdefault(ev.cluster, ([], []))
+        times.append(ev.now)
+        prices.append(ev.price)
+        self.prices[ev.cluster] = ev.price
+        return []
+
     def _on_stop_requested(self, ev: StopRequested) -> list[Action]:
         actions: list[Action] = []
         for machine in self.live_machines():
@@ -591,4 +630,5 @@ Core._handlers = {
     MachineLost: Core._on_machine_lost,
     Tick: Core._on_tick,
     StopRequested: Core._on_stop_requested,
+    PriceChanged: Core._on_price_changed,
 }

@@ -72,7 +72,7 @@ log = logging.getLogger("bats.sim")
 
 DEFAULT_TICK_S = 60.0
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
-_TASK_DONE, _BOOTED, _TICK, _WAKE = 0, 1, 2, 3  # heap entry kinds
+_TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE = 0, 1, 2, 3, 4  # heap entry kinds
 
 
 def cluster_speed(cluster: ClusterConfig) -> float:
@@ -142,6 +142,8 @@ class Simulator:
         self._serial = {name: 0 for name in config.clusters}
         self._speed = {name: cluster_speed(cl) for name, cl in config.clusters.items()}
         self._startup = {name: cluster_startup(cl) for name, cl in config.clusters.items()}
+        self._price = {name: cl.price for name, cl in config.clusters.items()}
+        self.interrupted = 0  # spot machines lost to a price above their bid
         self._real = 0  # heap entries that are not ticks
         longest = max([config.master.boot_timeout_s, core.boot_timeout_s]
                       + [cl.atu_s for cl in config.clusters.values()])
@@ -170,6 +172,10 @@ class Simulator:
         fail_rate, fail_random = self.fail_rate, self._fail_random
         self._feed(c.RunStarted(0.0))
         self._push_tick(1)
+        for name, cluster in self.config.clusters.items():  # spot prices move as their traces say
+            trace = cluster.price_trace
+            for offset, price in zip(trace.offsets, trace.prices) if trace is not None else ():
+                heapq.heappush(heap, (offset, next(self._seq), _PRICE, name, price))
         events = 0
         while self.finish is None:
             if not heap:  # cannot happen while ticks run; kept as a guard
@@ -199,6 +205,8 @@ class Simulator:
                     execute.get(type(action), self._unknown)(action)
             elif kind == _WAKE:
                 self._feed(c.Tick(now))
+            elif kind == _PRICE:
+                self._price_changed(entry[3], entry[4])
             elif kind == _BOOTED:
                 self._real -= 1
                 machine = entry[3]
@@ -259,8 +267,28 @@ class Simulator:
             self.duplicates += 1
         self._seen[action.task] = 1
 
+    def _price_changed(self, name: str, price: float) -> None:
+        """A trace row: the core hears the new price; with a bid below it, the cluster's machines
+        are interrupted (seed 003 §3: a spot instance is lost when the price rises above its bid)."""
+        self._price[name] = price
+        self._feed(c.PriceChanged(self.now, name, price))
+        bid = self.config.clusters[name].bid
+        if bid is None or price <= bid or self.finish is not None:
+            return
+        for machine in list(self.machines.values()):
+            if machine.cluster == name and not machine.gone:
+                machine.gone = True
+                machine.running = False
+                machine.queue.clear()
+                self.interrupted += 1
+                self._feed(c.MachineLost(self.now, machine.id, f"spot interruption: price {price:g} above bid {bid:g}"))
+
     def _do_acquire(self, action: c.Acquire) -> None:
         name = action.cluster
+        bid = self.config.clusters[name].bid
+        if bid is not None and self._price[name] > bid:  # a spot request above the bid is not filled
+            self._feed(c.AcquireFailed(self.now, name, action.n, "spot price above the bid"))
+            return
         speed, ready_at = self._speed[name], self.now + self._startup[name]
         for _ in range(action.n):
             self._serial[name] += 1
@@ -335,7 +363,8 @@ class Simulator:
                 for name, cl in self.config.clusters.items()
             },
             "machines": machines,
-            "sim": {"events": self.events, "tick_s": self.tick_s, "fail_rate": self.fail_rate},
+            "sim": {"events": self.events, "tick_s": self.tick_s, "fail_rate": self.fail_rate,
+                    "spot_interruptions": self.interrupted},
         }
 
 
