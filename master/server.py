@@ -81,6 +81,7 @@ class Server:
         self.plan_s: float | None = None  # wall time of the planning step that ended sampling
         self._planning = getattr(core, "phase", None) == b.SAMPLING
         self._plan_journaled = False
+        self._price_feed: list[tuple[float, str, float]] = []
         self.handles: dict[str, MachineHandle] = {}
         self.peers: dict[bytes, _Peer] = {}  # zmq identity -> peer
         self.peer_of: dict[str, _Peer] = {}  # machine id -> its current peer
@@ -105,7 +106,12 @@ class Server:
         """Run until the core finishes; returns its :class:`~bats.master.core.Finish`."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            self._feed(c.RunStarted(time.time()))
+            started = time.time()
+            self._feed(c.RunStarted(started))
+            # spot price traces (emulation): (time, cluster, price), fed as they come due
+            self._price_feed = sorted((started + offset, name, price)
+                                      for name, cl in self.config.clusters.items() if cl.price_trace is not None
+                                      for offset, price in zip(cl.price_trace.offsets, cl.price_trace.prices))
             # Waiting happens inside libzmq: a blocking receive that gives up after a tick. That is
             # cheaper per wake-up than a Python-level poller (measured: about 1.2x the throughput).
             self.socket.setsockopt(zmq.RCVTIMEO, int(TICK_S * 1000))
@@ -375,6 +381,10 @@ class Server:
             beat = encode("heartbeat")
             for peer in self.peers.values():
                 self._send(peer.identity, beat)
+        while self._price_feed and self._price_feed[0][0] <= now:
+            _at, cluster, price = self._price_feed.pop(0)
+            log.warning("cluster %s: price per ATU is now %g", cluster, price)
+            self._feed(c.PriceChanged(now, cluster, price))
         self._feed(c.Tick(now))
         self._take_choice()
         self._journal_plan()
