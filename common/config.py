@@ -49,6 +49,7 @@ class MasterConfig:
     prefetch: int | None = None
     monitor_interval_s: float | None = None  # BaTS monitoring; None: max(5 min, shortest ATU / 12)
     release_margin_s: float | None = None  # let a machine go this long before its ATU edge; None: see below
+    max_machines: int | None = None  # at most this many machines over all clusters (None: each cluster's max)
 
     @property
     def worker_capacity(self) -> int:
@@ -133,6 +134,7 @@ _MASTER_KEYS = {
     "prefetch": ("prefetch", None),
     "monitor_interval": ("duration", None),
     "release_margin": ("duration", None),
+    "max_machines": ("count", None),
 }
 _SAMPLING_KEYS = {
     "confidence": ("fraction", 0.95),
@@ -268,6 +270,7 @@ def load_config(
         prefetch=values.get("prefetch"),
         monitor_interval_s=values.get("monitor_interval"),
         release_margin_s=values.get("release_margin"),
+        max_machines=values.get("max_machines"),
     )
     for key in ("heartbeat", "boot_timeout", "monitor_interval"):
         if key in values and values[key] <= 0:

@@ -104,6 +104,7 @@ MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a
 def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choice: Choice,
                **kwargs: Any) -> c.Core:
     """The core a run needs: :class:`BatsCore` for the BaTS policy, else the self-scheduling one."""
+    kwargs.setdefault("max_machines", config.master.max_machines)
     if choice.policy != "bats":
         return c.Core(task_ids, config.clusters, rng, **kwargs)
     settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
@@ -185,6 +186,8 @@ class BatsCore(c.Core):
             counts = _affordable(counts, {name: self._reserve_new(name) for name in counts}, self.budget)
             self._last_monitor = now
             actions.append(WakeAt(now + self.settings.monitor_interval_s))
+        if self.max_machines is not None:  # the overall limit, shared round-robin so every cluster is sampled
+            counts = _affordable(counts, dict.fromkeys(counts, 1.0), float(self.max_machines))
         n_lr = min(REPLICATED_TASKS, self.remaining)
         pending = self._pending
         for _ in range(n_lr):  # the replicated tasks, drawn at random like every other task
@@ -507,6 +510,7 @@ class BatsCore(c.Core):
         return actions
 
     def _acquire(self, name: str, n: int, now: float) -> list[c.Action]:
+        n = min(n, self.machines_allowed())
         if n <= 0 or name not in self._active:
             return []
         reserve = self._reserve_new(name)

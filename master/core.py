@@ -258,9 +258,11 @@ class Core:
         boot_timeout_s: float = 600.0,
         finished: dict[int, str] | None = None,
         max_held: int = DEFAULT_MAX_HELD,
+        max_machines: int | None = None,
         adaptive_prefetch: bool = False,
     ) -> None:
         self.max_held = max_held
+        self.max_machines = max_machines  # over all clusters (seed 003 §3.1); None: no overall limit
         self.adaptive_prefetch = adaptive_prefetch
         self._recent_runtime: float | None = None  # moving average of reported runtimes
         self.clusters = clusters
@@ -366,11 +368,17 @@ class Core:
         """Self-scheduling: every configured machine, never more than there are tasks."""
         actions: list[Action] = []
         for name, cluster in self.clusters.items():
-            n = min(cluster.max, self.remaining)
+            n = min(cluster.max, self.remaining, self.machines_allowed())
             if n > 0:
                 self._requested[name] += n
                 actions.append(Acquire(name, n))
         return actions
+
+    def machines_allowed(self) -> int:
+        """How many more machines the overall limit lets the run have now (live and requested count)."""
+        if self.max_machines is None:
+            return self.total + 1  # more than any cluster is ever given
+        return max(0, self.max_machines - self._live - sum(self._requested.values()))
 
     def _on_machine_acquired(self, ev: MachineAcquired) -> list[Action]:
         self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - 1)
@@ -478,7 +486,8 @@ class Core:
         cluster = self.clusters[machine.cluster]
         wanted = min(cluster.max, self.remaining)
         have = len(self.live_machines(machine.cluster)) + self._requested[machine.cluster]
-        if self.remaining > 0 and have < wanted and self._lost_in_a_row[machine.cluster] < _GIVE_UP_AFTER:
+        if (self.remaining > 0 and have < wanted and self._lost_in_a_row[machine.cluster] < _GIVE_UP_AFTER
+                and self.machines_allowed() > 0):
             self._requested[machine.cluster] += 1
             return [Acquire(machine.cluster, 1)]
         return []

@@ -108,3 +108,26 @@ def test_on_demand_price_is_the_default_bid(tmp_path):
     config = load_config(write(tmp_path, extra="on_demand_price = 1.0\n"), provisioners.options_of)
     assert config.clusters["spot"].bid == 1.0 and config.clusters["spot"].spot
     assert not math.isnan(config.clusters["spot"].price_trace.price_at(1000.0, 0.2))
+
+
+def test_the_overall_machine_limit_holds_in_every_phase(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[master]\nmax_machines = 5\n\n'
+                    '[clusters.a]\nprovisioner = "local"\nmax = 4\nprice = 1.0\natu = "5m"\n\n'
+                    '[clusters.b]\nprovisioner = "local"\nmax = 4\nprice = 2.0\natu = "5m"\nspeed = 2\n')
+    config = load_config(path, provisioners.options_of)
+    for choice in (Choice(policy="self"), Choice(schedule="fastest"), Choice(budget=500.0)):
+        sim = simulate(config, 300, parse_runtimes("normal:60s,10s"), 3, choice=choice)
+        report = sim.report()
+        assert report["status"] == "done" and sim.duplicates == 0
+        # machines up at the same time never exceed the limit
+        spans = [(m["uptime_s"], m) for m in report["machines"]]
+        assert len(spans) >= 2
+        events = sorted([(sim.core.machines[m["id"]].acquired_at, 1) for m in report["machines"]]
+                        + [(sim.core.machines[m["id"]].released_at, -1) for m in report["machines"]],
+                        key=lambda e: (e[0], e[1]))
+        live = peak = 0
+        for _t, step in events:
+            live += step
+            peak = max(peak, live)
+        assert peak <= 5, (choice, peak)
