@@ -38,6 +38,38 @@ ATUs and float prices:
   they are the product of the group frontiers (capped at ``MAX_CANDIDATES``; ValueError beyond).
 * A cluster is never given more machines than there are tasks: A_i is taken as min(max_i, N).
 
+An overall machine limit K (``max_machines``; seed 003 §3.1, "a limit on the overall number of
+machines"): every configuration the planner returns - fastest_within, the schedules (cases a and b),
+options, pareto, all_machines - has sum_i a_i <= K (:meth:`Planner.estimate` evaluates whatever it
+is given). When K >= sum_i A_i it cannot bind and planning is the above, same code and speed.
+Otherwise each A_i is also capped at K and:
+
+* The (W, S) pruning is no longer safe: the point beating another may use more machines, and
+  only the other may still fit beside the rest under K. So each group keeps the points that no
+  other beats in all of W (lower or equal), S (higher or equal) and machine count c (lower or
+  equal), and drops a point as soon as c > K (adding machines only raises c). The prune sweeps
+  the counts upwards: a point is kept when its speed beats the points of its own count with
+  lower-or-equal W and a staircase (the best S at or below each W) of the points kept at lower
+  counts; both merged lists are already sorted, so each merge is one linear-time stable sort.
+* Why this is exact: W, S and c are sums over the items, so a point beaten in all three stays
+  beaten after adding any further items (the Nemhauser-Ullmann argument with one more
+  coordinate), and one above K stays above it. Hence for any configuration a with sum a_i <= K
+  each group has a kept point with W' <= W_g, S' >= S_g, c' <= c_g; together they use no more
+  than sum c_g <= K machines, run at least as fast, so T_e and every u_g are no higher and the
+  cost is no higher: the argument above with the count carried along. The candidates are the
+  combinations of group points whose counts sum to at most K (counted from the groups' count
+  histograms before any is built, against ``MAX_CANDIDATES``). With one billing rule, once every
+  point is within K the plain (W, S) prune is safe again and is applied to the final list.
+* "Every machine in use" (:attr:`Planner.all_machines`, B_fastest, the "fastest" schedule, where
+  case (a) stops and case (b)'s alternative) is the fastest configuration within the cap, the
+  cheapest of equally fast ones; it uses exactly K machines.
+* Cost: up to K + 1 points per cost level instead of one. Seed 003's pools (its six EC2 types,
+  on-demand and spot at $0.003-$0.13/h, 1,000 tasks) plan exactly in 0.1-0.2 s with K = 100
+  (20-100 and 40-60-100), the paper's two-cluster scenarios in 15-20 ms with K = 40.
+
+Showing a large front: :func:`spread` picks at most 15 options (seed 003's threshold), always
+with the cheapest, the fastest and the four labelled schedules, the rest farthest-first.
+
 Complexity: sum_i ceil(log2(A_i + 1)) merges, each O(F log F) for a frontier of F points, where
 F <= min(prod_i (A_i + 1), 1 + sum_i A_i c_i / delta) (delta: the money resolution below) - in
 practice a few hundred to a few thousand points, against the paper's
@@ -77,7 +109,8 @@ M_k >= T_e it holds per cluster ATU too; tested as a property). When dN > 0:
 The four schedules of §4.3 (seed lines ~1612-1645): B_min1 is "the budget needed for the bag's
 execution on 1 machine of the most profitable type"; we take the cluster whose single machine runs
 the bag for the least money, min_i c_i u_i(N T_i) (the most profitable by 1/(T_i c_i) up to ATU
-rounding). B_fastest is the cost of the configuration using all machines. The schedules are the
+rounding). B_fastest is the cost of the configuration using all machines (under an overall cap, the
+fastest one within it). The schedules are the
 fastest configurations within B_min1 ("cheapest"), 1.2 B_min1 ("+20%"), 0.8 B_fastest
 ("fastest-20%") and B_fastest ("fastest"), each refined for dN as above. :func:`options` adds
 every Pareto-optimal configuration of (makespan_s, cost) ("pareto"); a Pareto option *is* a
@@ -88,6 +121,7 @@ Options that come out as the same configuration are merged (first label kept, th
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -177,9 +211,13 @@ class Option:
 class Planner:
     """All planning questions for one set of clusters and N tasks; builds the candidates once."""
 
-    def __init__(self, clusters: Sequence[ClusterPlan], n_tasks: int) -> None:
+    def __init__(self, clusters: Sequence[ClusterPlan], n_tasks: int, max_machines: int | None = None) -> None:
         if isinstance(n_tasks, bool) or not isinstance(n_tasks, int) or n_tasks < 1:
             raise ValueError(f"the number of tasks must be an integer >= 1, got {n_tasks!r}")
+        if max_machines is not None:
+            if isinstance(max_machines, bool) or not isinstance(max_machines, (int, np.integer)) or max_machines < 0:
+                raise ValueError(f"the overall machine limit must be an integer >= 0, got {max_machines!r}")
+            max_machines = int(max_machines)
         names = [c.name for c in clusters]
         if not names:
             raise ValueError("no clusters to plan with")
@@ -189,8 +227,14 @@ class Planner:
         self.n_tasks = n_tasks
         self._index = {name: i for i, name in enumerate(names)}
         self._scale, self._unit_div, self._units = _money_units([c.price for c in clusters])
-        # A cluster never needs more machines than there are tasks.
-        self._limits = [min(c.max, n_tasks) for c in clusters]
+        # A cluster never needs more machines than there are tasks, nor than the overall limit.
+        self.max_machines = max_machines
+        cap = n_tasks if max_machines is None else min(n_tasks, max_machines)
+        self._limits = [min(c.max, cap) for c in clusters]
+        # The overall limit matters only when it is below the sum of the limits; otherwise it is
+        # planned exactly as without one (same code, same speed).
+        self._cap = max_machines if max_machines is not None and max_machines < sum(self._limits) else None
+        self._top = list(self._limits)  # "every machine in use"; under a binding cap set when built
         self._built = False  # the candidates are built on the first question that needs them
 
     # ---------------------------------------------------------------- money units
@@ -277,19 +321,23 @@ class Planner:
         for i, c in enumerate(self.clusters):
             groups.setdefault((c.atu_s, c.min_charge_s), []).append(i)
         self._groups = list(groups)
-        fronts = [_group_frontier(members, self.clusters, self._units, self._limits, n) for members in groups.values()]
-        size = math.prod(len(front[0]) for front in fronts)
-        if size > MAX_CANDIDATES:
-            raise ValueError(f"{len(fronts)} different billing rules (ATU, min_charge) make {size} candidate "
-                             f"configurations (at most {MAX_CANDIDATES}); use fewer distinct ATUs")
-        weights = fronts[0][0][:, None]
-        speed, config = fronts[0][1], fronts[0][2]
-        for w, s, cfg in fronts[1:]:
-            left = np.repeat(np.arange(len(speed)), len(s))
-            right = np.tile(np.arange(len(s)), len(speed))
-            weights = np.column_stack([weights[left], w[right]])
-            speed = speed[left] + s[right]
-            config = config[left] + cfg[right]
+        if self._cap is not None:
+            weights, speed, config = self._capped_candidates(list(groups.values()))
+        else:
+            fronts = [_group_frontier(members, self.clusters, self._units, self._limits, n)
+                      for members in groups.values()]
+            size = math.prod(len(front[0]) for front in fronts)
+            if size > MAX_CANDIDATES:
+                raise ValueError(f"{len(fronts)} different billing rules (ATU, min_charge) make {size} candidate "
+                                 f"configurations (at most {MAX_CANDIDATES}); use fewer distinct ATUs")
+            weights = fronts[0][0][:, None]
+            speed, config = fronts[0][1], fronts[0][2]
+            for w, s, cfg in fronts[1:]:
+                left = np.repeat(np.arange(len(speed)), len(s))
+                right = np.tile(np.arange(len(s)), len(speed))
+                weights = np.column_stack([weights[left], w[right]])
+                speed = speed[left] + s[right]
+                config = config[left] + cfg[right]
         keep = speed > 0
         self._group_of = [self._groups.index((c.atu_s, c.min_charge_s)) for c in self.clusters]
         self._speed = speed[keep]
@@ -308,6 +356,47 @@ class Planner:
         self._group_units = units
         self._cost = cost
         self._built = True
+        if self._cap is not None:  # "every machine in use": the fastest configuration at the cap
+            near = np.flatnonzero(self._speed >= self._speed.max() * (1 - _SPEED_TOL))
+            row = int(near[np.argmin(self._cost[near])]) if len(near) > 1 else int(near[0])
+            self._top = [int(a) for a in self._machines[row]]
+
+    def _capped_candidates(self, groups: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(W per group, S, configuration) of the candidates under the overall cap (module doc)."""
+        cap = self._cap
+        assert cap is not None
+        n = len(self.clusters)
+        fronts = [_group_frontier_capped(members, self.clusters, self._units, self._limits, n, cap)
+                  for members in groups]
+        # The exact number of combinations within the cap, before building any: convolve the
+        # fronts' histograms of machine counts (floats: only compared with MAX_CANDIDATES).
+        within = np.zeros(cap + 1)
+        within[0] = 1.0
+        for front in fronts:
+            within = np.convolve(within, np.bincount(front[3], minlength=cap + 1).astype(float))[:cap + 1]
+        size = within.sum()
+        if size > MAX_CANDIDATES:
+            raise ValueError(f"{len(fronts)} different billing rules (ATU, min_charge) make {size:.0f} candidate "
+                             f"configurations (at most {MAX_CANDIDATES}); use fewer distinct ATUs")
+        weight, speed, config, count = fronts[0]
+        if len(fronts) == 1:
+            # One billing rule and every point within the cap: now a point with lower-or-equal W
+            # and higher-or-equal S does make the other one useless (cost = W * u(T_e)).
+            keep = _front2(weight, speed)
+            return weight[keep][:, None], speed[keep], config[keep]
+        weights = weight[:, None]
+        for w, s, cfg, cnt in fronts[1:]:
+            order = np.argsort(cnt, kind="stable")
+            w, s, cfg, cnt = w[order], s[order], cfg[order], cnt[order]
+            per_left = np.searchsorted(cnt, cap - count, side="right")  # partners that keep the sum <= cap
+            left = np.repeat(np.arange(len(speed)), per_left)
+            starts = np.cumsum(per_left) - per_left
+            right = np.arange(int(per_left.sum())) - np.repeat(starts, per_left)
+            weights = np.column_stack([weights[left], w[right]])
+            speed = speed[left] + s[right]
+            config = config[left] + cfg[right]
+            count = count[left] + cnt[right]
+        return weights, speed, config
 
     @property
     def candidate_count(self) -> int:
@@ -340,7 +429,14 @@ class Planner:
     # ---------------------------------------------------------------- schedules
     @property
     def all_machines(self) -> dict[str, int]:
-        return {c.name: limit for c, limit in zip(self.clusters, self._limits)}
+        """"Every machine in use": each cluster's limit; under a binding overall cap, the fastest
+        configuration within it (the cheapest of equally fast ones)."""
+        return {c.name: a for c, a in zip(self.clusters, self._top_config())}
+
+    def _top_config(self) -> list[int]:
+        if self._cap is not None:
+            self._build_candidates()
+        return self._top
 
     def min_budget(self) -> float | None:
         """B_min1: the bag on one machine of the cluster that runs it for the least money."""
@@ -353,7 +449,7 @@ class Planner:
         return min(costs) if costs else None
 
     def fastest_budget(self) -> float | None:
-        """B_fastest: the cost of running the bag on all available machines."""
+        """B_fastest: the cost of running the bag on all available machines (:attr:`all_machines`)."""
         if not any(self._limits):
             return None
         return self.estimate(self.all_machines).cost
@@ -379,18 +475,19 @@ class Planner:
         cushion: Fraction | int = 0
         rounding = ""
         if delta_n > 0:
-            raised = self._raise_budget(budget_units, ref_units, max_raise) if config != self._limits else None
+            top = self._top_config()
+            raised = self._raise_budget(budget_units, ref_units, max_raise) if config != top else None
             if raised is not None:
                 config, cushion = raised
                 rounding = "a"
             else:
                 cushion = self._cushion_units(config, atus, delta_n)
                 rounding = "b"
-                if config != self._limits:  # more money leads to every machine: is that cheaper in all?
-                    _m, all_atus, all_cost = self._cost_units(self._limits)
-                    all_cushion = self._cushion_units(self._limits, all_atus, self._delta_n(self._limits, all_atus))
+                if config != top:  # more money leads to every machine: is that cheaper in all?
+                    _m, all_atus, all_cost = self._cost_units(top)
+                    all_cushion = self._cushion_units(top, all_atus, self._delta_n(top, all_atus))
                     if all_cost + all_cushion < _cost + cushion and all_cost + all_cushion <= (1 + max_raise) * ref_units:
-                        config, cushion = list(self._limits), all_cost + all_cushion - budget_units
+                        config, cushion = list(top), all_cost + all_cushion - budget_units
                         rounding = "a" if all_cost + all_cushion > budget_units else "b"
         estimate = self.estimate(self._as_dict(config))
         return Option(id=0, label=label, machines=estimate.machines, makespan_s=estimate.makespan_s,
@@ -411,7 +508,7 @@ class Planner:
                 _makespan, atus, _cost = self._cost_units(config)
                 if self._delta_n(config, atus) <= 0:
                     return config, i * step
-                if config == self._limits:
+                if config == self._top_config():
                     return None  # every machine in use: more money cannot help
             i += 1
         return None
@@ -465,7 +562,7 @@ class Planner:
         b_min = self._min_budget_units()
         if b_min is None:
             return []
-        b_fast = Fraction(self._cost_units(self._limits)[2])
+        b_fast = Fraction(self._cost_units(self._top_config())[2])
         raise_by = Fraction(repr(float(max_raise)))
         named = [("cheapest", Fraction(b_min), Fraction(b_min)),
                  ("+20%", Fraction(6, 5) * b_min, Fraction(b_min)),
@@ -544,17 +641,164 @@ def _group_frontier(members: Sequence[int], clusters: Sequence[ClusterPlan], uni
     return weight, speed, config
 
 
+def _front2(weight: np.ndarray, speed: np.ndarray) -> np.ndarray:
+    """Indices of the points whose speed beats every point with lower-or-equal W (cheapest first)."""
+    order = np.lexsort((-speed, weight))
+    sorted_speed = speed[order]
+    previous = np.empty_like(sorted_speed)
+    previous[0] = -1.0
+    previous[1:] = np.maximum.accumulate(sorted_speed)[:-1]
+    return order[sorted_speed > previous * (1 + _SPEED_TOL)]
+
+
+def _front3(weight: np.ndarray, speed: np.ndarray, count: np.ndarray,
+            order: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the points that no other point beats in (W, S, machine count), see the module doc.
+
+    One pass per machine count, smallest first: a point is kept when its speed beats every point
+    of its own count with lower-or-equal W (as :func:`_front2`) and the staircase of the points
+    kept at smaller counts (the best speed for each W, found by a binary search); the kept ones
+    are then merged into the staircase. ``order``: the points by count, then W, then speed
+    down, when the caller knows it. The result is in that order, one point per (count, W)."""
+    if order is None:
+        order = np.lexsort((-speed, weight, count))
+    w, s, c = weight[order], speed[order], count[order]
+    edges = [0, *(np.flatnonzero(np.diff(c)) + 1).tolist(), len(c)]
+    kept = np.zeros(len(c), dtype=bool)
+    stair_w = np.zeros(0, dtype=w.dtype)  # increasing W, increasing S: the best S for W and below
+    stair_s = np.zeros(0)
+    for lo, hi in itertools.pairwise(edges):
+        lw, ls = w[lo:hi], s[lo:hi]
+        previous = np.empty_like(ls)
+        previous[0] = -1.0
+        previous[1:] = np.maximum.accumulate(ls)[:-1]
+        if len(stair_w):
+            at = np.searchsorted(stair_w, lw, side="right") - 1
+            previous = np.maximum(previous, np.where(at >= 0, stair_s[np.maximum(at, 0)], -1.0))
+        better = ls > previous * (1 + _SPEED_TOL)
+        kept[lo:hi] = better
+        if better.any() and hi < len(c):
+            # Two runs sorted by W; at an equal W the new point is the faster (it beat the stair).
+            merged_w = np.concatenate([stair_w, lw[better]])
+            by_w = np.argsort(merged_w, kind="stable")
+            merged_w, merged_s = merged_w[by_w], np.concatenate([stair_s, ls[better]])[by_w]
+            previous = np.empty_like(merged_s)
+            previous[0] = -1.0
+            previous[1:] = np.maximum.accumulate(merged_s)[:-1]
+            front = merged_s > previous * (1 + _SPEED_TOL)
+            stair_w, stair_s = merged_w[front], merged_s[front]
+    return order[kept]
+
+
+def _merge_order(weight: np.ndarray, speed: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The order of :func:`_front3` for a front followed by a shifted copy of part of it.
+
+    Both runs are sorted by (count, W, speed down) with one point per (count, W), so a stable
+    sort on one integer key merges them in linear time; a key met twice (once per run) puts the
+    faster point first."""
+    span = int(weight.max()) + 1
+    if (int(count.max()) + 1) * span >= _INT_LIMIT:
+        return np.lexsort((-speed, weight, count))
+    key = count * span + weight
+    order = np.argsort(key, kind="stable")
+    key, fast = key[order], speed[order]
+    swap = np.flatnonzero((key[1:] == key[:-1]) & (fast[1:] > fast[:-1]))
+    order[swap], order[swap + 1] = order[swap + 1], order[swap].copy()
+    return order
+
+
+def _group_frontier_capped(members: Sequence[int], clusters: Sequence[ClusterPlan], units: Sequence[int],
+                           limits: Sequence[int], n: int,
+                           cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_group_frontier` under an overall cap: the (W, S, configuration, machine count) points
+    of one billing group that no other point beats in all of W, S and count, counts <= ``cap``."""
+    weight = np.zeros(1, dtype=np.int64)
+    speed = np.zeros(1)
+    config = np.zeros((1, n), dtype=np.int32)
+    count = np.zeros(1, dtype=np.int64)
+    if sum(units[i] * limits[i] for i in members) >= _INT_LIMIT:
+        raise ValueError("prices times machine counts are too large to plan with")
+    for i in members:
+        left, chunk = limits[i], 1
+        while left > 0:
+            q = min(chunk, left)  # the same binary split as without a cap
+            left -= q
+            chunk *= 2
+            fits = count + q <= cap  # more machines never bring a count back under the cap
+            added = config[fits]
+            added[:, i] += q  # (boolean indexing copies)
+            weight = np.concatenate([weight, weight[fits] + q * units[i]])
+            speed = np.concatenate([speed, speed[fits] + q / clusters[i].mean_s])
+            count = np.concatenate([count, count[fits] + q])
+            config = np.concatenate([config, added])
+            keep = _front3(weight, speed, count, _merge_order(weight, speed, count))
+            weight, speed, config, count = weight[keep], speed[keep], config[keep], count[keep]
+    return weight, speed, config, count
+
+
+# ---------------------------------------------------------------- showing a large front
+LABELLED = ("cheapest", "+20%", "fastest-20%", "fastest")  # the four schedules of §4.3
+SPREAD_SIZE = 15  # seed 003 §3: "a minimum number of configurations from which the user has to choose"
+
+
+def spread(options: Sequence[Option], k: int = SPREAD_SIZE) -> list[Option]:
+    """At most ``k`` of ``options``, well spread along the front, for showing a large Pareto set.
+
+    Always kept: the cheapest option (least cost, then least makespan), the fastest (least
+    makespan, then least cost) and every option labelled with one of the four schedules of §4.3
+    (its ``label`` or one of its ``also`` in cheapest, +20%, fastest-20%, fastest). When those
+    alone are ``k`` or more they are all returned and nothing else, even past ``k`` (from
+    :meth:`Planner.options` that is at most 6 options).
+
+    The rest are added one at a time, farthest first (Gonzalez's traversal): each step takes the
+    option whose distance to the nearest option already kept is largest, distances being
+    Euclidean in (makespan, cost), each divided by its range over ``options`` (a range of 0
+    counts 0); ties go to the earlier option in ``options``. So it is deterministic, the largest
+    gap along the front is always the next one halved, crowded stretches of the front get no
+    more than their share, and options at a point already kept come last.
+
+    The options are returned unchanged (ids included, not renumbered), in their order in
+    ``options``. Fewer than ``k + 1`` options are returned as they are.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+    options = list(options)
+    if len(options) <= k:
+        return options
+    positions = range(len(options))
+    required = {min(positions, key=lambda i: (options[i].cost, options[i].makespan_s, i)),
+                min(positions, key=lambda i: (options[i].makespan_s, options[i].cost, i))}
+    required.update(i for i in positions if {options[i].label, *options[i].also} & set(LABELLED))
+    if len(required) < k:
+        points = np.array([(o.makespan_s, o.cost) for o in options], dtype=float)
+        span = points.max(axis=0) - points.min(axis=0)
+        points = (points - points.min(axis=0)) / np.where(span > 0, span, 1.0)
+        chosen = sorted(required)
+        nearest = np.min(np.linalg.norm(points[:, None, :] - points[None, chosen, :], axis=2), axis=1)
+        nearest[chosen] = -1.0  # never picked again
+        while len(chosen) < k:
+            pick = int(np.argmax(nearest))  # the first of equally far ones
+            chosen.append(pick)
+            nearest = np.minimum(nearest, np.linalg.norm(points - points[pick], axis=1))
+            nearest[pick] = -1.0
+        required = set(chosen)
+    return [options[i] for i in sorted(required)]
+
+
 # ---------------------------------------------------------------- module-level conveniences
 def estimate(config: Mapping[str, int], clusters: Sequence[ClusterPlan], n_tasks: int) -> Estimate:
     """T_e = N / sum a_i/T_i, makespan in seconds and ATUs, B_e and dN of one configuration."""
     return Planner(clusters, n_tasks).estimate(config)
 
 
-def fastest_within(budget: float, clusters: Sequence[ClusterPlan], n_tasks: int) -> dict[str, int] | None:
-    """The bounded-knapsack solution: the fastest configuration whose B_e fits ``budget``."""
-    return Planner(clusters, n_tasks).fastest_within(budget)
+def fastest_within(budget: float, clusters: Sequence[ClusterPlan], n_tasks: int,
+                   max_machines: int | None = None) -> dict[str, int] | None:
+    """The bounded-knapsack solution: the fastest configuration whose B_e fits ``budget``
+    (and, with ``max_machines``, that uses at most that many machines in all)."""
+    return Planner(clusters, n_tasks, max_machines).fastest_within(budget)
 
 
-def options(clusters: Sequence[ClusterPlan], n_tasks: int, max_raise: float = DEFAULT_MAX_RAISE) -> list[Option]:
+def options(clusters: Sequence[ClusterPlan], n_tasks: int, max_raise: float = DEFAULT_MAX_RAISE,
+            max_machines: int | None = None) -> list[Option]:
     """The four schedules of §4.3 plus the Pareto set, numbered from 1 by cost."""
-    return Planner(clusters, n_tasks).options(max_raise)
+    return Planner(clusters, n_tasks, max_machines).options(max_raise)
