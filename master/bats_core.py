@@ -74,6 +74,7 @@ from bats.master.estimate import (
     fit_regression,
     sample_size,
 )
+from bats.master.ga import ga_front
 from bats.master.monitor import (
     Billing,
     MachineTable,
@@ -109,7 +110,7 @@ def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choi
         return c.Core(task_ids, config.clusters, rng, **kwargs)
     settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
                             release_margin_s=config.release_margin_s, budget=choice.budget,
-                            cushion_accepted=choice.cushion)
+                            cushion_accepted=choice.cushion, planner=choice.planner)
     return BatsCore(task_ids, config.clusters, rng, settings, **kwargs)
 
 
@@ -305,7 +306,11 @@ class BatsCore(c.Core):
         planner = self._planner(self.remaining)
         self.plan_estimates = {p.name: (p.mean_s, self._stats(p.name, now).sd_s) for p in planner.clusters}
         try:
-            self.options = planner.options(self.settings.max_raise)
+            front = None
+            if self.settings.planner == "ga":  # seed 003's approximation, seeded from the core's RNG
+                front = ga_front(planner.clusters, planner.n_tasks, self.rng.getrandbits(64),
+                                 max_machines=self.max_machines)
+            self.options = planner.options(self.settings.max_raise, front=front)
         except ValueError as exc:
             return [self._stop(f"planning failed: {exc}")]
         if not self.options:
@@ -377,7 +382,7 @@ class BatsCore(c.Core):
             available = name in self._active and not (cl.bid is not None and self.prices[name] > cl.bid)
             plans.append(ClusterPlan(name, mean, self.prices[name], cl.atu_s, cl.max if available else 0,
                                      cl.min_charge_s))
-        return Planner(plans, max(1, n_tasks))
+        return Planner(plans, max(1, n_tasks), self.max_machines)
 
     def _cheapest_option(self, planner: Planner) -> Option:
         """One machine of the cluster that runs the tasks left for the least money (B_min1's)."""

@@ -54,6 +54,7 @@ class BatsSettings:
     budget: float | None = None  # given up front: implicit sampling, the budget covers everything
     cushion_accepted: bool = False  # with an up-front budget: may spend the rounding cushion too
     max_raise: float = DEFAULT_MAX_RAISE
+    planner: str = "exact"  # "exact" or "ga"
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ class Choice:
     budget: float | None = None  # up front: implicit sampling, this budget covers everything
     cushion: bool = False
     plan_only: bool = False
+    planner: str = "exact"  # the Pareto set: "exact" (planner.py) or "ga" (seed 003's genetic algorithm)
+    all_options: bool = False  # show every option, not at most 15 well-spread ones
 
     @property
     def decided(self) -> bool:

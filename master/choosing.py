@@ -20,7 +20,7 @@ from typing import TextIO
 
 from bats.master.bats_core import BatsCore, Choice, OfferOptions
 from bats.master.options_table import format_options
-from bats.master.planner import Option
+from bats.master.planner import Option, spread
 
 PROMPT = "choose an option: an id, cheapest, fastest, or a budget such as $25 (q to stop): "
 
@@ -63,7 +63,9 @@ class Chooser:
     def show(self, offer: OfferOptions) -> None:
         if self.before_show is not None:
             self.before_show()
-        print(format_options(offer.options, offer.estimates, offer.tasks), file=self.out, flush=True)
+        shown = list(offer.options) if self.choice.all_options else spread(offer.options)
+        print(format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown)),
+              file=self.out, flush=True)
 
     def poll(self, core: BatsCore) -> Answer | None:
         answer, self._answer = self._answer, None

@@ -110,14 +110,15 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
     """The BaTS choice from the flags (or, on --resume without choice flags, the stored one),
     checked before anything is started: no terminal and no choice is bad input."""
     given = any([args.policy != "auto", args.schedule, args.budget is not None, args.cushion is not None,
-                 args.plan_only, args.no_sampling])
+                 args.plan_only, args.no_sampling, args.planner != "exact", args.all_options])
     if resuming and not given and settings.get("choice"):
         return settings["choice"]
     choice = choice_from_args(args, config)
     if not choice.decided and not _interactive():
         raise UsageError(NO_CHOICE)
     return {"policy": choice.policy, "schedule": choice.schedule, "budget": choice.budget,
-            "cushion": choice.cushion, "cushion_given": args.cushion is not None, "plan_only": choice.plan_only}
+            "cushion": choice.cushion, "cushion_given": args.cushion is not None, "plan_only": choice.plan_only,
+            "planner": choice.planner, "all_options": choice.all_options}
 
 
 def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
@@ -265,7 +266,8 @@ def _resumed_choice(journal, stored: dict, session: int):
     from bats.master.bats_core import Choice
 
     choice = Choice(policy=stored["policy"], schedule=stored.get("schedule"), budget=stored.get("budget"),
-                    cushion=stored.get("cushion", False), plan_only=stored.get("plan_only", False))
+                    cushion=stored.get("cushion", False), plan_only=stored.get("plan_only", False),
+                    planner=stored.get("planner", "exact"), all_options=stored.get("all_options", False))
     if session <= 1 or choice.policy != "bats":
         return choice
     plan = journal.meta.get("plan")

@@ -23,8 +23,9 @@ def option_label(option: Option) -> str:
 
 
 def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[float, float]] | None = None,
-                   tasks: int | None = None) -> str:
-    """The table, preceded by the estimates it was planned from when given."""
+                   tasks: int | None = None, hidden: int = 0) -> str:
+    """The table, preceded by the estimates it was planned from when given; ``hidden`` options
+    left out of it (see :func:`bats.master.planner.spread`) are counted under it."""
     lines: list[str] = []
     if estimates:
         parts = [f"{name} {format_duration(mean)} (sd {format_duration(sd)})" for name, (mean, sd) in estimates.items()]
@@ -51,6 +52,9 @@ def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[floa
 
     lines.append(render(headers))
     lines.extend(render(r) for r in rows)
+    if hidden:
+        lines.append(f"({hidden} more Pareto-optimal option(s) between these; --all-options shows them, "
+                     "any id works with --schedule)")
     return "\n".join(lines)
 
 

@@ -557,8 +557,11 @@ class Planner:
             ))
         return result
 
-    def options(self, max_raise: float = DEFAULT_MAX_RAISE) -> list[Option]:
-        """The four schedules of §4.3 and the Pareto set, merged by configuration, numbered from 1."""
+    def options(self, max_raise: float = DEFAULT_MAX_RAISE, front: Sequence[Estimate] | None = None) -> list[Option]:
+        """The four schedules of §4.3 and the Pareto set, merged by configuration, numbered from 1.
+
+        ``front`` replaces the exact Pareto set by another estimate of it (seed 003's genetic
+        algorithm, :func:`bats.master.ga.ga_front`); ``pareto`` then means "on that front"."""
         b_min = self._min_budget_units()
         if b_min is None:
             return []
@@ -581,7 +584,7 @@ class Planner:
                                       cushion=first.cushion if first.budget <= option.budget else option.cushion)
             else:
                 merged[key] = option
-        for estimate in self.pareto():
+        for estimate in self.pareto() if front is None else front:
             key = tuple(estimate.machines.values())
             if key in merged:
                 merged[key] = replace(merged[key], pareto=True)

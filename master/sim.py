@@ -422,6 +422,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from bats.master.options_table import format_options
+    from bats.master.planner import spread
     from bats.master.report import summary, write_report
     from bats.master.runtimes import parse_runtimes
 
@@ -458,7 +459,8 @@ def run(args: argparse.Namespace) -> int:
         core = sim.core
         if isinstance(core, b.BatsCore) and core.options:
             estimates = {name: (e["mean_s"], e["sd_s"]) for name, e in report["estimates"].items()}
-            print(format_options(core.options, estimates, core.tasks_at_plan))
+            shown = core.options if choice.all_options else spread(core.options)
+            print(format_options(shown, estimates, core.tasks_at_plan, hidden=len(core.options) - len(shown)))
         print(summary(report, report_path))
         print(f"  simulated {sim.events} events in {wall:.2f} s wall (seed {seed})")
     return EXIT_OK if sim.finish is not None and sim.finish.status == "done" else EXIT_INCOMPLETE

@@ -79,3 +79,20 @@ def test_sim_schedule_by_id_and_by_budget(tmp_path):
     up_front = run("--budget", "700")
     assert up_front["cost"]["total"] <= 700.0 + 1e-9  # the sampling is paid from it too
     assert up_front["status"] == "done"
+
+
+def test_sim_shows_at_most_15_options_unless_all_and_the_ga_planner_runs(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    assert main(RUN + ["--plan-only", "--report", str(path)]) == 1
+    out = capsys.readouterr().out
+    report = json.loads(path.read_text())
+    rows = [line for line in out.splitlines() if line[:3].strip().isdigit()]
+    assert len(report["options"]) > 15 and len(rows) == 15 and "--all-options shows them" in out
+    assert main(RUN + ["--plan-only", "--all-options", "-q", "--report", str(path)]) == 1
+    assert main(RUN + ["--plan-only", "--all-options"]) == 1
+    rows = [line for line in capsys.readouterr().out.splitlines() if line[:3].strip().isdigit()]
+    assert len(rows) == len(report["options"])
+    # seed 003's genetic algorithm supplies the Pareto set; the run stays within its budget
+    assert main(RUN + ["--planner", "ga", "--schedule", "cheapest", "-q", "--report", str(path)]) == 0
+    ga = json.loads(path.read_text())
+    assert ga["options"] and ga["cost"]["execution"] <= ga["budget"] + ga["cushion"] + 1e-9
