@@ -27,6 +27,7 @@ from typing import Any
 
 from bats.common.durations import parse_duration
 from bats.common.prices import PriceTrace, PriceTraceError, load_trace
+from bats.common.textfiles import UnreadableText, read_utf8
 
 
 class ConfigError(ValueError):
@@ -239,15 +240,9 @@ def load_config(
     and raises ``KeyError`` for a provisioner that is not installed."""
     source = str(path)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ConfigError(f"{source}:{line}: not valid UTF-8 (byte {data[exc.start]:#04x})") from None
+        text = read_utf8(path)
+    except UnreadableText as exc:
+        raise ConfigError(str(exc)) from None
     try:
         doc = tomllib.loads(text)
     except ValueError as exc:  # TOMLDecodeError's message already carries "(at line L, column C)";

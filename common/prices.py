@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 
 from bats.common.durations import parse_duration
+from bats.common.textfiles import UnreadableText, read_utf8
 
 
 class PriceTraceError(ValueError):
@@ -41,15 +42,9 @@ class PriceTrace:
 def load_trace(path: str | os.PathLike[str]) -> PriceTrace:
     source = str(path)
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise PriceTraceError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise PriceTraceError(f"{source}:{line}: not valid UTF-8") from None
+        text = read_utf8(path)
+    except UnreadableText as exc:
+        raise PriceTraceError(str(exc)) from None
     offsets: list[float] = []
     prices: list[float] = []
     for number, raw in enumerate(text.splitlines(), start=1):

@@ -48,11 +48,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 from bats.common.durations import parse_duration
+from bats.common.textfiles import UnreadableText, read_utf8
 
 MIN_RUNTIME_S = 1.0  # the normal distribution is truncated here
 _MAX_REDRAWS = 64
@@ -192,17 +192,11 @@ def _durations(kind: str, args: str, names: tuple[str, ...]) -> list[float]:
 def _read_file(path_text: str) -> tuple[float, ...]:
     if not path_text:
         raise RuntimeSpecError("file: expected file:PATH")
-    path = Path(path_text)
     shown = repr(path_text) if not path_text.isprintable() else path_text
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise RuntimeSpecError(f"{shown}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise RuntimeSpecError(f"{shown}:{line}: not valid UTF-8") from None
+        text = read_utf8(path_text, shown, bom=True)
+    except UnreadableText as exc:
+        raise RuntimeSpecError(str(exc)) from None
     values = []
     for number, line in enumerate(text.splitlines(), 1):
         item = line.split("#", 1)[0].strip()

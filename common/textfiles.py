@@ -1,0 +1,26 @@
+"""Reading the operator's small text files (config, price traces, runtime lists) with errors
+that say where: ``FILE: cannot read: …`` or ``FILE:LINE: not valid UTF-8 (byte 0x..)``."""
+
+from __future__ import annotations
+
+import os
+
+
+class UnreadableText(ValueError):
+    """A text file that cannot be read; the message names ``FILE`` or ``FILE:LINE``."""
+
+
+def read_utf8(path: str | os.PathLike[str], shown: str | None = None, *, bom: bool = False) -> str:
+    """The file's text, or :class:`UnreadableText` (``shown``: the name the message uses;
+    ``bom``: accept a leading byte-order mark)."""
+    name = str(path) if shown is None else shown
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise UnreadableText(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig" if bom else "utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UnreadableText(f"{name}:{line}: not valid UTF-8 (byte {data[exc.start]:#04x})") from None
