@@ -49,35 +49,6 @@ def brute_front(clusters: list[ClusterPlan], n: int, total: int | None = None) -
     return list(zip(makespan[keep].tolist(), cost[keep].tolist()))
 
 
-def exact_with_total(clusters: list[ClusterPlan], n: int, total: int, unit: float = 0.001) -> list[tuple[float, float]]:
-    """The exact front when at most ``total`` machines may be used, for one billing rule (same
-    ATU, no minimum charge) and prices in multiples of ``unit``: a bounded knapsack over (machines,
-    cost per ATU W) keeping the best speed, items split in binary as in the planner. Every
-    configuration has a (W, machines) cell whose best speed is no lower, hence no slower and no
-    dearer (cost = W * ceil(T / ATU)); so the front is among the cells' best configurations."""
-    atu = clusters[0].atu_s
-    assert all(c.atu_s == atu and c.min_charge_s == 0 for c in clusters)
-    weights = [round(c.price / unit) for c in clusters]
-    limits = [min(c.max, n, total) for c in clusters]
-    best = np.full((total + 1, sum(w * a for w, a in zip(weights, limits)) + 1), -np.inf)
-    best[0, 0] = 0.0
-    for c, w, limit in zip(clusters, weights, limits):
-        left, chunk = limit, 1
-        while left > 0:
-            q = min(chunk, left)
-            left -= q
-            chunk *= 2
-            shifted = np.full_like(best, -np.inf)
-            shifted[q:, q * w:] = best[:-q, : best.shape[1] - q * w] + q / c.mean_s
-            best = np.maximum(best, shifted)
-    speed = best.max(axis=0)
-    w_used = np.flatnonzero(speed > 0)
-    makespan = n / speed[w_used]
-    cost = w_used * unit * np.ceil(makespan / atu - 1e-9)
-    keep = ga.staircase(makespan, cost)
-    return list(zip(makespan[keep].tolist(), cost[keep].tolist()))
-
-
 def same_points(a, b) -> bool:
     """Two lists of (makespan, cost) points equal to float noise."""
     return len(a) == len(b) and np.allclose(np.array(a, dtype=float).reshape(-1, 2),
@@ -292,7 +263,7 @@ def test_paper_six_types_with_a_pool_of_100():
     the 3-type mix (seeds 0-9 measured 0.85-0.90 linear, 0.79-0.86 log10): a regression guard, not
     the paper's claim. Its front size is in the range of Table 3 (GA: 18-54 points)."""
     clusters = paper_six(40, 60)
-    exact = exact_with_total(clusters, 1000, 100)
+    exact = Planner(clusters, 1000, max_machines=100).pareto()
     assert 150 <= len(exact) <= 400  # Table 3: exhaustive search 155-278 points
     front = ga_front(clusters, 1000, 0, max_machines=100)
     assert_valid_front(front, clusters, 1000, 100)
@@ -302,11 +273,13 @@ def test_paper_six_types_with_a_pool_of_100():
     assert log >= 0.75
 
 
-def test_exact_with_total_matches_enumeration():
+def test_capped_exact_front_matches_enumeration():
     clusters = paper_mix(6, 7, 8)
-    assert same_points(exact_with_total(clusters, 100, 9), brute_front(clusters, 100, 9))
+    capped = [(e.makespan_s, e.cost) for e in Planner(clusters, 100, max_machines=9).pareto()]
+    assert same_points(capped, brute_front(clusters, 100, 9))
     pareto = [(e.makespan_s, e.cost) for e in Planner(clusters, 100).pareto()]
-    assert same_points(exact_with_total(clusters, 100, 100), pareto)
+    uncapped = [(e.makespan_s, e.cost) for e in Planner(clusters, 100, max_machines=100).pareto()]
+    assert same_points(uncapped, pareto)
 
 
 # ---------------------------------------------------------------- comparing fronts by hand

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import itertools
-import math
 
 import pytest
 from bats.master import planner as p
 from bats.master.planner import ClusterPlan, Planner
+from brute_force import configurations, pareto_points
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 HOUR = 3600.0
-EPS = 1e-9
 
 
 def paper(price2: float, speed2: float, t1: float = 900.0, t2: float | None = None) -> list[ClusterPlan]:
@@ -207,37 +206,11 @@ def scenarios(draw, max_clusters=3, max_machines=5):
     return clusters, milli, draw(st.integers(1, 400))
 
 
-def brute_force(clusters, milli, n_tasks):
-    """Every configuration: (speed, makespan, cost in thousandths, config), computed from scratch."""
-    ranges = [range(min(c.max, n_tasks) + 1) for c in clusters]
-    rows = []
-    for config in itertools.product(*ranges):
-        speed = math.fsum(a / c.mean_s for a, c in zip(config, clusters))
-        if speed == 0:
-            continue
-        makespan = n_tasks / speed
-        cost = sum(a * m * math.ceil(max(makespan, c.min_charge_s) / c.atu_s - EPS)
-                   for a, m, c in zip(config, milli, clusters))
-        rows.append((speed, makespan, cost, config))
-    return rows
-
-
-def pareto_points(rows):
-    points = []
-    for _speed, makespan, cost, _config in sorted(rows, key=lambda r: (r[1], r[2])):
-        if points and cost >= points[-1][1]:
-            continue
-        if points and makespan <= points[-1][0] * (1 + 1e-12):
-            points.pop()
-        points.append((makespan, cost))
-    return points
-
-
 @settings(max_examples=150, deadline=None)
 @given(scenarios(), st.floats(0.0, 1.3))
 def test_fastest_within_agrees_with_brute_force(scenario, fraction):
     clusters, milli, n_tasks = scenario
-    rows = brute_force(clusters, milli, n_tasks)
+    rows = configurations(clusters, milli, n_tasks)
     assume(rows)
     budget_milli = int(fraction * max(r[2] for r in rows))
     chosen = p.fastest_within(budget_milli / 1000, clusters, n_tasks)
@@ -256,7 +229,7 @@ def test_fastest_within_agrees_with_brute_force(scenario, fraction):
 @given(scenarios())
 def test_pareto_set_agrees_with_brute_force(scenario):
     clusters, milli, n_tasks = scenario
-    rows = brute_force(clusters, milli, n_tasks)
+    rows = configurations(clusters, milli, n_tasks)
     mine = Planner(clusters, n_tasks).pareto()
     expected = pareto_points(rows)
     assert len(mine) == len(expected)

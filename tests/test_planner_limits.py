@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 from bats.master import planner as p
 from bats.master.planner import ClusterPlan, Planner
+from brute_force import configurations, pareto_points
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 HOUR = 3600.0
-EPS = 1e-9
 SCALE = 10_000  # prices in whole ten-thousandths of a dollar: $0.0031 is 31, $0.13 is 1300
 
 
@@ -115,33 +115,6 @@ def capped_scenarios(draw):
     return clusters, units, n_tasks, cap
 
 
-def brute_force(clusters, units, n_tasks, cap):
-    """Every configuration within the limits and the cap: (speed, makespan, cost in units, config)."""
-    rows = []
-    for config in itertools.product(*(range(min(c.max, n_tasks) + 1) for c in clusters)):
-        if sum(config) > cap:
-            continue
-        speed = math.fsum(a / c.mean_s for a, c in zip(config, clusters))
-        if speed == 0:
-            continue
-        makespan = n_tasks / speed
-        cost = sum(a * m * math.ceil(max(makespan, c.min_charge_s) / c.atu_s - EPS)
-                   for a, m, c in zip(config, units, clusters))
-        rows.append((speed, makespan, cost, config))
-    return rows
-
-
-def pareto_points(rows):
-    points = []
-    for _speed, makespan, cost, _config in sorted(rows, key=lambda r: (r[1], r[2])):
-        if points and cost >= points[-1][1]:
-            continue
-        if points and makespan <= points[-1][0] * (1 + 1e-12):
-            points.pop()
-        points.append((makespan, cost))
-    return points
-
-
 def fastest(rows, budget):
     """(speed, least cost at that speed) of the fastest row within ``budget`` units, or None."""
     feasible = [r for r in rows if r[2] <= budget]
@@ -155,7 +128,7 @@ def fastest(rows, budget):
 @given(capped_scenarios(), st.lists(st.floats(0.0, 1.3), min_size=3, max_size=3))
 def test_capped_planner_agrees_with_brute_force(scenario, fractions):
     clusters, units, n_tasks, cap = scenario
-    rows = brute_force(clusters, units, n_tasks, cap)
+    rows = configurations(clusters, units, n_tasks, cap)
     planner = Planner(clusters, n_tasks, max_machines=cap)
     by_config = {r[3]: r for r in rows}
 
