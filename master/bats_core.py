@@ -306,11 +306,7 @@ class BatsCore(c.Core):
         planner = self._planner(self.remaining)
         self.plan_estimates = {p.name: (p.mean_s, self._stats(p.name, now).sd_s) for p in planner.clusters}
         try:
-            front = None
-            if self.settings.planner == "ga":  # seed 003's approximation, seeded from the core's RNG
-                front = ga_front(planner.clusters, planner.n_tasks, self.rng.getrandbits(64),
-                                 max_machines=self.max_machines)
-            self.options = planner.options(self.settings.max_raise, front=front)
+            self.options = self._plan_options(planner)
         except ValueError as exc:
             return [self._stop(f"planning failed: {exc}")]
         if not self.options:
@@ -374,15 +370,25 @@ class BatsCore(c.Core):
                    if m.held and m.running_since is not None]
         return self.estimates[cluster].stats(running)
 
-    def _planner(self, n_tasks: int) -> Planner:
+    def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner:
+        """The planner at today's prices, with the current runtime estimates or ``means``."""
         plans = []
         for name in self.estimates:
             cl = self.clusters[name]
-            mean = max(MIN_MEAN_S, self._stats(name, self._now).mean_s)
+            mean = max(MIN_MEAN_S, means[name] if means is not None else self._stats(name, self._now).mean_s)
             available = name in self._active and not (cl.bid is not None and self.prices[name] > cl.bid)
             plans.append(ClusterPlan(name, mean, self.prices[name], cl.atu_s, cl.max if available else 0,
                                      cl.min_charge_s))
         return Planner(plans, max(1, n_tasks), self.max_machines)
+
+    def _plan_options(self, planner: Planner) -> list[Option]:
+        """The options: the four schedules and the Pareto set, exact or seed 003's GA (ValueError
+        when the planner cannot plan)."""
+        front = None
+        if self.settings.planner == "ga":  # seed 003's approximation, seeded from the core's RNG
+            front = ga_front(planner.clusters, planner.n_tasks, self.rng.getrandbits(64),
+                             max_machines=self.max_machines)
+        return planner.options(self.settings.max_raise, front=front)
 
     def _cheapest_option(self, planner: Planner) -> Option:
         """One machine of the cluster that runs the tasks left for the least money (B_min1's)."""
@@ -438,6 +444,8 @@ class BatsCore(c.Core):
         super()._on_price_changed(ev)
         cl = self.clusters[ev.cluster]
         self.billings[ev.cluster] = Billing(cl.atu_s, ev.price, cl.min_charge_s)
+        if self.phase == OFFERING and ev.price != old:
+            return self._reoffer(ev, old)
         if self.phase != EXECUTING or self.remaining == 0 or ev.price == old:
             return []
         now = ev.now
@@ -452,6 +460,23 @@ class BatsCore(c.Core):
             actions.extend(self._move_to(new, now))
         actions.extend(self._enforce_budget(now))
         return actions
+
+    def _reoffer(self, ev: c.PriceChanged, old: float) -> list[c.Action]:
+        """While the operator chooses, the options are re-planned at the new prices and offered
+        again (same estimates and tasks; ids may change, a choice names the new ones)."""
+        assert self.tasks_at_plan is not None
+        try:
+            means = {name: mean for name, (mean, _sd) in self.plan_estimates.items()}
+            options = self._plan_options(self._planner(self.tasks_at_plan, means))
+        except ValueError as exc:
+            return [Notify(f"price of {ev.cluster} {old:g} -> {ev.price:g}: re-planning failed ({exc}); "
+                           "the options shown still stand")]
+        if not options:
+            return [Notify(f"price of {ev.cluster} {old:g} -> {ev.price:g}: no configuration is left; "
+                           "the options shown still stand")]
+        self.options = options
+        return [Notify(f"price of {ev.cluster} {old:g} -> {ev.price:g}: the options were re-planned"),
+                OfferOptions(tuple(self.options), self.tasks_at_plan, dict(self.plan_estimates))]
 
     def _on_schedule_chosen(self, ev: ScheduleChosen) -> list[c.Action]:
         if self.phase != OFFERING:

@@ -86,9 +86,15 @@ class TerminalChooser(Chooser):
         self.asking = False
 
     def offer(self, core: BatsCore, offer: OfferOptions) -> None:
+        """Show the options and ask; an offer while asking (the options were re-planned at new
+        spot prices) shows the new table and asks again on the same reader."""
+        again = self.asking
         super().offer(core, offer)
         if self._answer is None:
-            self._ask(PROMPT)
+            if again:
+                print(PROMPT if self._pending is None else "", end="", file=self.out, flush=True)
+            else:
+                self._ask(PROMPT)
 
     def _ask(self, prompt: str) -> None:
         print(prompt, end="", file=self.out, flush=True)

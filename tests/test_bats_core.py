@@ -206,6 +206,22 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
 
 
 # ---------------------------------------------------------------- phase 2: the choice
+def test_a_price_change_while_the_operator_chooses_re_plans_and_offers_again():
+    """Seed 003 §3: the options follow the price. b's ATU going from 2 to 0.5 makes it the cheaper
+    type; the options are re-planned for the same 16 tasks and estimates and offered again, and a
+    choice names the new ones."""
+    d, _event, _actions = sampled()
+    core = d.core
+    assert d.feed(c.PriceChanged(41.0, "b", 2.0)) == []  # the same price: nothing to do
+    actions = d.feed(c.PriceChanged(42.0, "b", 0.5))
+    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 0.5, 100.0, 3)], 16)
+    options = tuple(planner.options())
+    assert actions == [b.Notify("price of b 2 -> 0.5: the options were re-planned"),
+                       b.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})]
+    assert core.phase == b.OFFERING and core.options == list(options)
+    assert core.choose("cheapest").machines == {"a": 0, "b": 1}
+
+
 def test_schedule_chosen_acquires_the_missing_machines_and_keeps_sampling_machines():
     """Option 4 is 3 x a + 1 x b for $5. Both a machines and one b machine are unmarked and kept;
     one a machine is acquired: the budget pays the next ATU of a1, a2 and b1 ($4, their first one
@@ -611,3 +627,33 @@ def test_property_the_same_seed_replays_the_same_report(clusters, tasks, spec, h
         return replayable(simulate(cfg, tasks, parse_runtimes(spec), seed, choice=choice).report({"seed": seed}))
 
     assert run() == run()
+
+
+def test_the_terminal_prompt_shows_re_planned_options_and_keeps_one_reader():
+    """A re-offer while the operator reads: the new table, the prompt again, the same reader
+    thread; the answer then names an option of the new table."""
+    import io
+    import threading
+
+    from bats.master.choosing import PROMPT, Chosen, TerminalChooser
+
+    d, _event, actions = sampled()
+    (offer,) = [a for a in actions if isinstance(a, b.OfferOptions)]
+    line = threading.Event()
+    out = io.StringIO()
+
+    def read_line() -> str:
+        line.wait(10)
+        return "cheapest\n"
+
+    chooser = TerminalChooser(Choice(), cushion_given=True, out=out, read_line=read_line)
+    chooser.offer(d.core, offer)
+    readers = [t for t in threading.enumerate() if t.name == "bats-prompt"]
+    (reoffer,) = [a for a in d.feed(c.PriceChanged(42.0, "b", 0.5)) if isinstance(a, b.OfferOptions)]
+    chooser.offer(d.core, reoffer)
+    assert [t for t in threading.enumerate() if t.name == "bats-prompt"] == readers and len(readers) == 1
+    assert out.getvalue().count(PROMPT) == 2 and out.getvalue().count("cheapest") >= 2
+    line.set()
+    readers[0].join(5)
+    answer = chooser.poll(d.core)
+    assert isinstance(answer, Chosen) and answer.option.machines == {"a": 0, "b": 1}
