@@ -28,9 +28,11 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
-# the BaTS paper's Table 1 and Table 2 next to ours: docs/paper-reproduction.md (about half a minute)
+# the BaTS paper's Table 1 and Table 2 next to ours: docs/paper-reproduction.md (about half a minute);
+# seed 003's Tables 2-5 (Pareto fronts, exact and GA): docs/pareto-reproduction.md (about half a minute)
 paper: $(STAMP)
 	$(PY) bench/paper.py
+	$(PY) bench/paper_pareto.py
 
 clean:
 	rm -rf $(VENV) bats-run build *.egg-info

@@ -19,6 +19,8 @@
 6. BaTS monitoring tick: one ``bats.master.monitor.check(...)`` over 1,000 machines, from a
    ``MachineTable`` (the target) and from ``MachineView`` objects (conversion included), and
    ``plan_releases(...)``, in-process.
+7. Pareto planning on seed 003's 40-60-100 mix (``bench/pareto_bench.py``): the exact front, the
+   GA with a population of 2,000, and re-planning after a spot price change, CPU time in-process.
 
 Writes ``bench/RESULTS.md`` (``--quick`` writes ``bench/out/RESULTS-quick.md`` unless ``--output``
 is given, so a smoke run never replaces the real results). Every run gets a fresh temporary
@@ -36,16 +38,17 @@ import platform
 import re
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sections import Section, fmt, median, verdict
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -173,28 +176,7 @@ class Repeats:
         return f"{self.ran} repeat{'s' if self.ran != 1 else ''}"
 
 
-def median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
 # ---------------------------------------------------------------------------- benchmarks
-@dataclass
-class Section:
-    title: str
-    text: list[str] = field(default_factory=list)  # markdown lines
-    summary: list[tuple[str, str, str, str]] = field(default_factory=list)  # metric, median, target, verdict
-    medians: dict[str, float | None] = field(default_factory=dict)  # for other sections to quote
-    repeats: Repeats | None = None
-
-
-def verdict(ok: bool | None) -> str:
-    return "n/a" if ok is None else ("**PASS**" if ok else "**FAIL**")
-
-
-def fmt(value: float | None, spec: str = ",.0f", unit: str = "") -> str:
-    return "—" if value is None else f"{value:{spec}}{unit}"
-
-
 @dataclass(frozen=True)
 class Variant:
     """One configuration of benchmark 1: ``max`` noop workers and ``[master] prefetch``, ``"auto"`` or an
@@ -1087,7 +1069,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {DEFAULT_BUDGET_S:.0f}; --full's big run is not counted)")
     p.add_argument("--quick", action="store_true", help="small bags and one repeat: a smoke run")
     p.add_argument("--full", action="store_true", help="also run bats-master on the 1,000,000-task bag")
-    p.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated benchmarks to run (default 1,2,3,4,5,6)")
+    p.add_argument("--only", default="1,2,3,4,5,6,7", help="comma-separated benchmarks to run (default 1,2,3,4,5,6,7)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="MAX:PREFETCH,...",
                    help=f"benchmark 1's configurations, max workers and [master] prefetch (default "
                         f"{DEFAULT_VARIANTS}; PREFETCH is auto or 0-{MAX_PREFETCH}, a bare MAX means auto)")
@@ -1155,6 +1137,12 @@ def main(argv: list[str] | None = None) -> int:
             samples = 50 if args.quick else TICK_SAMPLES
             log(f"benchmark 6: BaTS monitoring tick, {TICK_MACHINES:,} machines, {samples} calls of each form")
             sections.append(bench_monitor(samples))
+        if 7 in only:
+            from pareto_bench import bench_pareto
+
+            samples = 5 if args.quick else 25
+            log(f"benchmark 7: Pareto planning on seed 003's 40-60-100 mix, {samples} exact fronts")
+            sections.append(bench_pareto(samples, replan_tasks=5_000 if args.quick else 20_000))
     write_results(output, sections, args, argv, started, started_at, env, git)
     log(f"wrote {output} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0

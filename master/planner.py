@@ -60,6 +60,11 @@ Otherwise each A_i is also capped at K and:
   combinations of group points whose counts sum to at most K (counted from the groups' count
   histograms before any is built, against ``MAX_CANDIDATES``). With one billing rule, once every
   point is within K the plain (W, S) prune is safe again and is applied to the final list.
+* Clamped counts: while R machines are still to come (items of the group not merged yet, plus
+  what the other groups can add), a point with c' <= K - R machines fits beside every completion
+  that fits beside any other point, so for pruning each count is read as max(c, K - R): a point
+  beaten in W and S by one whose clamped count is no higher is dropped. Early on (R >= K) this is
+  the plain rule; in the last merges most counts collapse into one, which keeps the fronts small.
 * "Every machine in use" (:attr:`Planner.all_machines`, B_fastest, the "fastest" schedule, where
   case (a) stops and case (b)'s alternative) is the fastest configuration within the cap, the
   cheapest of equally fast ones; it uses exactly K machines.
@@ -368,9 +373,10 @@ class Planner:
         n = len(self.clusters)
         # The front is the same in any merge order; the most profitable clusters first (least
         # money per task) keep the intermediate fronts smaller: about 15 % faster on seed 003's mix.
+        room = [min(cap, sum(self._limits[i] for i in members)) for members in groups]
         fronts = [_group_frontier_capped(sorted(members, key=lambda i: self._units[i] * self.clusters[i].mean_s),
-                                         self.clusters, self._units, self._limits, n, cap)
-                  for members in groups]
+                                         self.clusters, self._units, self._limits, n, cap, sum(room) - room[g])
+                  for g, members in enumerate(groups)]
         # The exact number of combinations within the cap, before building any: convolve the
         # fronts' histograms of machine counts (floats: only compared with MAX_CANDIDATES).
         within = np.zeros(cap + 1)
@@ -714,22 +720,29 @@ def _merge_order(weight: np.ndarray, speed: np.ndarray, count: np.ndarray) -> np
 
 
 def _group_frontier_capped(members: Sequence[int], clusters: Sequence[ClusterPlan], units: Sequence[int],
-                           limits: Sequence[int], n: int,
-                           cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                           limits: Sequence[int], n: int, cap: int,
+                           outside: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_group_frontier` under an overall cap: the (W, S, configuration, machine count) points
-    of one billing group that no other point beats in all of W, S and count, counts <= ``cap``."""
+    of one billing group that no other point beats in all of W, S and count, counts <= ``cap``.
+
+    ``outside``: how many machines the other groups can add. Counts are compared clamped from
+    below at ``cap - R``, R the machines still to come (this group's items not merged yet plus
+    ``outside``): a point with c' <= cap - R machines can take any completion that fits beside any
+    other point, so it beats points with more machines too (module doc)."""
     weight = np.zeros(1, dtype=np.int64)
     speed = np.zeros(1)
     config = np.zeros((1, n), dtype=np.int32)
     count = np.zeros(1, dtype=np.int64)
     if sum(units[i] * limits[i] for i in members) >= _INT_LIMIT:
         raise ValueError("prices times machine counts are too large to plan with")
+    to_come = outside + sum(limits[i] for i in members)
     for i in members:
         left, chunk = limits[i], 1
         while left > 0:
             q = min(chunk, left)  # the same binary split as without a cap
             left -= q
             chunk *= 2
+            to_come -= q
             fits = count + q <= cap  # more machines never bring a count back under the cap
             added = config[fits]
             added[:, i] += q  # (boolean indexing copies)
@@ -737,7 +750,11 @@ def _group_frontier_capped(members: Sequence[int], clusters: Sequence[ClusterPla
             speed = np.concatenate([speed, speed[fits] + q / clusters[i].mean_s])
             count = np.concatenate([count, count[fits] + q])
             config = np.concatenate([config, added])
-            keep = _front3(weight, speed, count, _merge_order(weight, speed, count))
+            if to_come < cap:  # clamped: many points share a (count, W) key, so no linear merge
+                compared = np.maximum(count, cap - to_come)
+                keep = _front3(weight, speed, compared)
+            else:
+                keep = _front3(weight, speed, count, _merge_order(weight, speed, count))
             weight, speed, config, count = weight[keep], speed[keep], config[keep], count[keep]
     return weight, speed, config, count
 

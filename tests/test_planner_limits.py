@@ -174,6 +174,38 @@ def test_capped_planner_agrees_with_brute_force(scenario, fractions):
     assert option is None or sum(option.machines.values()) <= cap
 
 
+def test_seed_003_six_types_scaled_down_agrees_with_brute_force():
+    """The paper's six-type mix at a tenth of its limits (4 on-demand, 6 spot, 10 in all): large
+    enough that many configurations share a machine count and a cost per ATU, which the capped
+    planner's pruning must not lose (42,875 configurations enumerated)."""
+    prices = [20, 65, 130, 3, 7, 13]  # $0.001 per hour
+    means = [900.0, 450.0, 150.0] * 2
+    clusters = [ClusterPlan(f"t{i}", m, u / 1000, HOUR, 4 if i < 3 else 6) for i, (m, u) in enumerate(zip(means, prices))]
+    for n_tasks in (100, 1000):
+        rows = configurations(clusters, prices, n_tasks, 10)
+        mine = Planner(clusters, n_tasks, max_machines=10).pareto()
+        expected = pareto_points(rows)
+        assert [(round(e.makespan_s, 6), round(e.cost * 1000)) for e in mine] == \
+            [(round(m, 6), c) for m, c in expected]
+
+
+def test_clamped_counts_keep_the_front_of_plain_count_pruning():
+    """At the paper's own size (40 on-demand, 60 spot, 100 in all; too big to enumerate), the
+    pruning with counts clamped at cap - machines still to come gives the same (W, S) front as
+    plain (W, S, count) pruning, which a group with room outside (``outside`` >= cap) gets."""
+    prices = [20, 65, 130, 3, 7, 13]
+    means = [900.0, 450.0, 150.0] * 2
+    clusters = [ClusterPlan(f"t{i}", m, u / 1000, HOUR, 40 if i < 3 else 60) for i, (m, u) in enumerate(zip(means, prices))]
+    limits = [c.max for c in clusters]
+    fronts = []
+    for outside in (0, 100):
+        weight, speed, config, count = p._group_frontier_capped(range(6), clusters, prices, limits, 6, 100, outside)
+        assert (count <= 100).all() and (config.sum(axis=1) == count).all()
+        keep = p._front2(weight, speed)
+        fronts.append(sorted(zip(weight[keep].tolist(), speed[keep].tolist())))
+    assert fronts[0] == fronts[1] and len(fronts[0]) > 500
+
+
 # ---------------------------------------------------------------- spread
 def front(n: int, labels: dict[int, tuple[str, ...]] | None = None) -> list[p.Option]:
     """``n`` options along a convex front, cheapest (id 1) to fastest (id n), like options()."""
