@@ -322,6 +322,8 @@ class Server:
             self.handles[handle.machine_id] = handle
             self._feed(c.MachineAcquired(now, handle.machine_id, handle.cluster))
             self._journal_machine(self.core.machines[handle.machine_id], now)
+        if handles:  # money is being spent: on disk now, not at the next tick, so a crash cannot lose it
+            self._flush_journal()
         missing = action.n - len(handles)
         if missing > 0:
             self._feed(c.AcquireFailed(now, action.cluster, missing, "provisioner returned fewer machines"))
