@@ -145,6 +145,28 @@ def test_spot_price_comes_from_the_price_history_per_atu(aws):
     assert z.price_now() == pytest.approx(0.10)
 
 
+def test_the_worker_watches_the_metadata_for_the_notice():
+    from bats.worker.spot import SpotWatcher
+
+    metadata = MetadataStandIn()
+    watcher = SpotWatcher(metadata.url, poll_s=0.05)
+    try:
+        assert watcher.check() is None and watcher._token == "test-token"  # IMDSv2: a session token
+        watcher.start()
+        time.sleep(0.2)
+        assert watcher.notice is None and metadata.asked >= 2
+        metadata.arm()
+        deadline = time.monotonic() + 5
+        while watcher.notice is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert watcher.notice == ("terminate", "2030-01-01T00:02:00Z")
+        assert os.read(watcher.read_fd, 8) == b"!"  # what wakes the worker's loop
+    finally:
+        watcher.stop()
+        metadata.close()
+
+
 # ---------------------------------------------------------------- refusals: retried, then a lower max
 def refusing(p: Ec2Provisioner, code: str, succeed_first: int = 0, fail_times: int | None = None):
     """Make ``p._api`` a stand-in: launches fail with ``code`` after the first ``succeed_first``
@@ -416,3 +438,34 @@ def test_a_persistent_capacity_shortage_lowers_the_max_and_the_bag_still_runs(aw
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["tasks"]["done"] == 10 and len(report["machines"]) == 1
     assert all(i["State"]["Name"] == "terminated" for i in instances(aws).values())
+
+
+def test_resume_terminates_what_the_killed_session_left_and_counts_its_time(aws, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text(CONFIG + cluster("od", aws.endpoint, 2, 'price = 0.01\natu = "1s"'))
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("sleep 1\n" * 4)
+    with CloudPlayer(aws, tmp_path / "machines") as cloud:
+        master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config),
+                                   "--state-dir", "run", "--policy", "self"], cwd=tmp_path, env=master_env(),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while len([w for w in cloud.workers.values() if w.poll() is None]) < 2:
+            assert time.monotonic() < deadline, "no workers"
+            time.sleep(0.1)
+        master.send_signal(signal.SIGKILL)
+        master.wait(timeout=10)
+        first = {iid for iid, i in instances(aws).items() if i["State"]["Name"] == "running"}
+        time.sleep(3)  # the machines run on, and cost, while nobody watches
+        proc = run_master(tmp_path, ["--resume", "--state-dir", "run"])
+        assert proc.returncode == 0, proc.stderr
+    assert "cluster od: terminated 2 machine(s) an earlier session left running" in proc.stderr
+    found = instances(aws)
+    assert all(found[iid]["State"]["Name"] == "terminated" for iid in first)
+    assert all(i["State"]["Name"] == "terminated" for i in found.values())
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    earlier = [m for m in report["machines"] if m["session"] == 1]
+    assert len(earlier) == 2 and report["tasks"]["done"] == 4
+    for m in earlier:  # billed until the resume terminated them, not until the master died
+        assert m["uptime_s"] >= 3 and m["cost"] == pytest.approx(m["atus"] * 0.01)
+    assert report["cost"]["total"] == pytest.approx(sum(m["cost"] for m in report["machines"]))
