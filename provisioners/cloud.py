@@ -175,7 +175,7 @@ class UserData:
     def check(self) -> None:
         """Refuse a template with an unknown placeholder or without the ``exec ${command}`` line."""
         try:
-            self.template and string.Template(self.template).substitute(dict.fromkeys(PLACEHOLDERS, "x"))
+            string.Template(self.template).substitute(dict.fromkeys(PLACEHOLDERS, "x"))
         except KeyError as exc:
             raise ValueError(f"{self.source}: unknown placeholder ${{{exc.args[0]}}} "
                              f"(known: {', '.join(PLACEHOLDERS)}; write $$ for a literal $)") from None
