@@ -39,8 +39,16 @@ def load_cluster_config(path: str | None, workers: int | None) -> Config:
     if workers is not None:
         raise UsageError("--workers applies only without --config (set max in the config instead)")
     from bats import provisioners
+    from bats.common.config import ConfigError
 
-    return load_config(path, provisioners.options_of)
+    config = load_config(path, provisioners.options_of)
+    for name, cluster in config.clusters.items():  # what each provisioner checks beyond the key kinds
+        try:
+            provisioners.load(cluster.provisioner).check_config(cluster)
+        except ValueError as exc:
+            key, reason = exc.args if len(exc.args) == 2 else ("provisioner", str(exc))
+            raise ConfigError(f"{config.source}: [clusters.{name}] {key}: {reason}") from None
+    return config
 
 
 # ---------------------------------------------------------------- BaTS's choice flags (both commands)

@@ -3,6 +3,7 @@
     bats-master --bag FILE [--config FILE] [--state-dir DIR] [--retries N] [--task-timeout DUR] …
     bats-master --resume [--state-dir DIR]
     bats-master results [--state-dir DIR] [--failed] [--format jsonl|csv]
+    bats-master cleanup [--state-dir DIR]
 
 Exit codes: 0 every task succeeded; 1 some task failed or did not run; 2 bad input.
 """
@@ -46,7 +47,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p = OneLineArgumentParser(
         prog="bats-master",
         description="Run a bag of shell tasks (one per line) on local or rented machines.",
-        epilog="Other commands: 'bats-master results --help'.",
+        epilog="Other commands: 'bats-master results --help', 'bats-master cleanup --help'.",
     )
     p.add_argument("--bag", metavar="FILE", help="the bag: one shell command per line")
     p.add_argument("--config", metavar="FILE", help="clusters config (TOML); default: local workers, one per core")
@@ -72,6 +73,13 @@ def _results_parser() -> argparse.ArgumentParser:
     p.add_argument("--failed", action="store_true", help="only tasks that failed")
     p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    return p
+
+
+def _cleanup_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master cleanup",
+                              description="Terminate every cloud machine a run left running (found by its tags).")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
     return p
 
 
@@ -145,6 +153,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
                 config = load_cluster_config(str(config_copy), args.workers)
             else:
                 config = load_cluster_config(None, settings.get("workers"))
+            _check_installed(config)
             settings["choice"] = _choice(args, config, settings, resuming=True)
             journal.set_meta("settings", settings)
             bound = bind(config)
@@ -157,6 +166,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
     bag = load_bag(args.bag)
     settings = _settings(args)
     config = load_cluster_config(args.config, args.workers)
+    _check_installed(config)
     settings["choice"] = _choice(args, config, settings, resuming=False)
     if (state_dir / "journal.sqlite").exists():
         raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
@@ -179,6 +189,15 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
         raise UsageError(f"{state_dir}: cannot write the state dir: {exc.strerror or exc}") from None
     journal = Journal.create(state_dir, secrets.token_hex(8), meta)
     return journal, bag, config, settings, bound
+
+
+def _check_installed(config: Config) -> None:
+    from bats import provisioners
+
+    try:
+        provisioners.check_installed([cl.provisioner for cl in config.clusters.values()])
+    except KeyError as exc:
+        raise UsageError(f"{config.source}: {exc.args[0]}") from None
 
 
 def _endpoints(config: Config) -> tuple[str, str | None]:
@@ -208,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     from bats.master.progress import ProgressView
     from bats.master.report import build_report, summary, write_report
     from bats.master.server import Server
-    from bats.provisioners.base import Bootstrap
+    from bats.provisioners.base import Bootstrap, ProvisionerError
 
     try:
         finished = journal.finished_tasks()
@@ -218,7 +237,12 @@ def run(args: argparse.Namespace) -> int:
         session = journal.add_session(time.time())
         bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
                               heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"))
-        plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
+        try:
+            plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
+        except (ProvisionerError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+        if session > 1:
+            _terminate_leftovers(journal, config, plugins, session)
         choice = _resumed_choice(journal, settings["choice"], session)
         core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice,
                           retries=settings["retries"], boot_timeout_s=config.master.boot_timeout_s,
@@ -285,6 +309,69 @@ def _resumed_choice(journal, stored: dict, session: int):
     return Choice(policy="bats", budget=max(left, 1e-9), cushion=False)
 
 
+def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -> None:
+    """A resumed run first terminates the machines earlier sessions left running (a master that
+    crashed could not), and counts the ATUs they began meanwhile into their journaled cost."""
+    from bats.master.core import atus_begun
+
+    now = time.time()
+    rows = {row["machine_id"]: row for row in journal.machines()}
+    for name, plugin in plugins.items():
+        try:
+            found = plugin.cleanup()
+        except Exception as exc:
+            log.error("cluster %s: looking for machines left running failed: %s; "
+                      "run 'bats-master cleanup' once the cloud answers", name, exc)
+            continue
+        if found:
+            log.warning("cluster %s: terminated %d machine(s) an earlier session left running: %s",
+                        name, len(found), ", ".join(sorted(found)))
+        cluster = config.clusters[name]
+        for machine_id in found.values():
+            row = rows.get(machine_id)
+            if row is None or row["session"] >= session or row["released_at"] is not None:
+                continue
+            uptime = max(row["uptime_s"], now - row["acquired_at"])
+            atus = max(row["atus"], atus_begun(uptime, cluster.atu_s, cluster.min_charge_s))
+            cost = row["cost"] + (atus - row["atus"]) * cluster.price
+            journal.record_machine(machine_id, row["cluster"], row["session"], row["acquired_at"], row["ready_at"],
+                                   now, row["nt"], row["rt_s"], uptime, atus, cost, "gone")
+
+
+def cleanup(argv: Sequence[str]) -> int:
+    """``bats-master cleanup``: terminate what the run in --state-dir left in its clouds."""
+    from bats import provisioners
+    from bats.master.journal import Journal
+    from bats.provisioners.base import Bootstrap, ProvisionerError
+
+    args = _cleanup_parser().parse_args(argv)
+    state_dir = Path(args.state_dir)
+    with Journal.open(state_dir) as journal:
+        run_id = journal.run_id
+    config_copy = state_dir / "config.toml"
+    if not config_copy.exists():
+        print(f"run {run_id} used local workers only: nothing to clean up")
+        return EXIT_OK
+    config = load_cluster_config(str(config_copy), None)
+    _check_installed(config)
+    bootstrap = Bootstrap(master_endpoint="", run_id=run_id, session=0)
+    status = EXIT_OK
+    for name, cl in config.clusters.items():
+        try:
+            found = provisioners.load(cl.provisioner)(cl, bootstrap).cleanup()
+        except (ProvisionerError, ValueError) as exc:
+            print(f"bats-master: error: cluster {name}: {exc}", file=sys.stderr)
+            status = EXIT_INCOMPLETE
+            continue
+        except Exception as exc:  # the cloud's own error: one line, go on with the other clusters
+            print(f"bats-master: error: cluster {name}: cleanup failed: {exc}".replace("\n", " "), file=sys.stderr)
+            status = EXIT_INCOMPLETE
+            continue
+        listed = ", ".join(sorted(found)) if found else "nothing left"
+        print(f"cluster {name} ({cl.provisioner}): terminated {len(found)}: {listed}")
+    return status
+
+
 def _close_journal(journal) -> bool:
     """Commit and close; a failure (disk full) is reported, not raised: the report is already
     written, and the tasks whose results were not saved run again after ``--resume``."""
@@ -328,6 +415,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] == "results":
             _setup_logging(0, True)
             return results(argv[1:])
+        if argv and argv[0] == "cleanup":
+            _setup_logging(0, True)
+            return cleanup(argv[1:])
         args = _run_parser().parse_args(argv)
         _setup_logging(args.verbose, args.quiet)
         return run(args)
