@@ -124,6 +124,7 @@ class DeadlineCore(BatsCore):
 
     # ------------------------------------------------------------ after sampling
     def _plan_after_sampling(self, now: float) -> list[c.Action]:
+        self.plan_estimates = {name: (s.mean_s, s.sd_s) for name, s in ((n, self._stats(n, now)) for n in self.estimates)}
         plan, met = self._solve(now)
         deadline = format_duration(self.deadline.deadline_s)
         if plan is None:
