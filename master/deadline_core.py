@@ -301,6 +301,8 @@ class DeadlineCore(BatsCore):
             "deadline_s": self.deadline.deadline_s,
             "interval_s": self.deadline.interval_s,
             "earliest_feasible_s": self.earliest_s,
+            "met": (None if self.remaining or self.last_finish_at is None or self.started_at is None
+                    else self.last_finish_at - self.started_at <= self.deadline.deadline_s + _EPS),
             "plans": list(self.plans),
         }
         return figures

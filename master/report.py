@@ -137,8 +137,7 @@ def _policy_lines(report: dict[str, Any]) -> list[str]:
         cost = report["cost"]
         lines = [f"            sampling {cost.get('sampling', 0.0):.4f}, execution {cost.get('execution', 0.0):.4f}",
                  f"  deadline  {format_duration(info['deadline_s'])}"
-                 + ("" if report["status"] != "done" else
-                    " met" if report["makespan_s"] <= info["deadline_s"] else " missed")]
+                 + {True: " met", False: " missed"}.get(info.get("met"), "")]
         plans = info.get("plans") or []
         if plans:
             first = plans[0]
