@@ -133,6 +133,8 @@ class AdaptiveCore(c.Core):
         create = min(create, room, self.machines_allowed(), left)
         if create <= 0:
             return []
+        log.debug("adaptive: %d task(s) left over at %.1fs a task: %d host(s) needed, %d created (ratio %.3f)",
+                  left, avg, necessary, create, self.creation_ratio)
         self._requested[name] += create
         self.peak_hosts = max(self.peak_hosts, len(self._hosts()) + self._requested[name])
         self.creations.append({"at_s": now - (self.started_at if self.started_at is not None else now), "hosts": create, "necessary": necessary,

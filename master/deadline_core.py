@@ -50,6 +50,7 @@ from bats.master.deadline import (
     cheapest_plan,
     earliest_deadline,
 )
+from bats.master.monitor import Billing
 
 log = logging.getLogger(__name__)
 _EPS = 1e-9
@@ -112,6 +113,7 @@ class DeadlineCore(BatsCore):
         kw = {"interval_s": self.deadline.interval_s, "max_machines": self.max_machines,
               "tail_tasks": self.deadline.tail_tasks}
         n = max(1, self.remaining)
+        log.debug("deadline ILP: %d tasks, %.0fs left, clusters %s", n, left, clusters)
         if left > 1.0:
             plan = cheapest_plan(clusters, n, left, **kw)
             if plan is not None:
@@ -271,6 +273,21 @@ class DeadlineCore(BatsCore):
         actions.extend(self._apply_plan(now))
         actions.append(WakeAt(now + self.settings.monitor_interval_s))
         return actions
+
+    def _on_price_changed(self, ev: c.PriceChanged) -> list[c.Action]:
+        """A spot price moved: new ATUs cost the new price, so the cheapest plan may be another one."""
+        old = self.prices[ev.cluster]
+        c.Core._on_price_changed(self, ev)
+        cl = self.clusters[ev.cluster]
+        self.billings[ev.cluster] = Billing(cl.atu_s, ev.price, cl.min_charge_s)
+        if self.phase != EXECUTING or self.remaining == 0 or ev.price == old:
+            return []
+        plan, met = self._solve(ev.now)
+        if plan is None:
+            return []
+        reason = f"price of {ev.cluster} {old:g} -> {ev.price:g}"
+        return [Notify(f"re-planned ({reason}): {self._plan_text(plan, ev.now)}"),
+                *self._adopt(plan, ev.now, reason, met)]
 
     def _replace_lost(self, machine: c.Machine, now: float) -> list[c.Action]:
         """Executing: refill the cluster to the plan's current count (machines the plan stops later count)."""

@@ -382,3 +382,15 @@ def test_property_deadline_runs_count_every_task_once_and_keep_the_limits(cluste
     for plan in report["deadline"]["plans"]:
         for xs in plan["machines"].values():
             assert all(a >= b_ for a, b_ in zip(xs, xs[1:]))
+
+
+def test_a_price_change_replans_with_the_ilp():
+    """b's price drops to $0.1 at t=50: two b machines (5 s a task) become the cheapest way to do
+    the tasks left, and the plan moves to them."""
+    core = deadline_core(150.0)
+    d, _event, _actions = sampled(core)
+    d.through(50.0)
+    actions = d.feed(c.PriceChanged(50.0, "b", 0.1))
+    assert isinstance(actions[0], b.Notify) and actions[0].message.startswith("re-planned (price of b 2 -> 0.1)")
+    assert core.plans[-1]["reason"] == "price of b 2 -> 0.1" and core.plan.counts["b"][0] > 0
+    assert core.handle(c.PriceChanged(51.0, "b", 0.1)) == []  # no change, no plan
