@@ -274,6 +274,13 @@ class DeadlineCore(BatsCore):
         actions.append(WakeAt(now + self.settings.monitor_interval_s))
         return actions
 
+    def _on_machine_acquired(self, ev: c.MachineAcquired) -> list[c.Action]:
+        """A machine the plan asked for: its slot's end is known now (per-second billing cannot wait)."""
+        actions = super()._on_machine_acquired(ev)
+        if self.phase == EXECUTING and self.plan is not None:
+            actions.extend(self._apply_plan(ev.now))
+        return actions
+
     def _on_price_changed(self, ev: c.PriceChanged) -> list[c.Action]:
         """A spot price moved: new ATUs cost the new price, so the cheapest plan may be another one."""
         old = self.prices[ev.cluster]
