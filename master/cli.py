@@ -118,7 +118,8 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
     """The BaTS choice from the flags (or, on --resume without choice flags, the stored one),
     checked before anything is started: no terminal and no choice is bad input."""
     given = any([args.policy != "auto", args.schedule, args.budget is not None, args.cushion is not None,
-                 args.plan_only, args.no_sampling, args.planner != "exact", args.all_options])
+                 args.plan_only, args.no_sampling, args.planner != "exact", args.all_options,
+                 args.deadline is not None])
     if resuming and not given and settings.get("choice"):
         return settings["choice"]
     choice = choice_from_args(args, config)
@@ -126,7 +127,7 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
         raise UsageError(NO_CHOICE)
     return {"policy": choice.policy, "schedule": choice.schedule, "budget": choice.budget,
             "cushion": choice.cushion, "cushion_given": args.cushion is not None, "plan_only": choice.plan_only,
-            "planner": choice.planner, "all_options": choice.all_options}
+            "planner": choice.planner, "all_options": choice.all_options, "deadline": choice.deadline}
 
 
 def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
@@ -280,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         saved = _close_journal(journal)
     print(summary(report, report_path))
-    planned_only = choice.plan_only and getattr(core, "options", None)
+    planned_only = choice.plan_only and (getattr(core, "options", None) or getattr(core, "plan", None))
     return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
 
 
@@ -291,7 +292,8 @@ def _resumed_choice(journal, stored: dict, session: int):
 
     choice = Choice(policy=stored["policy"], schedule=stored.get("schedule"), budget=stored.get("budget"),
                     cushion=stored.get("cushion", False), plan_only=stored.get("plan_only", False),
-                    planner=stored.get("planner", "exact"), all_options=stored.get("all_options", False))
+                    planner=stored.get("planner", "exact"), all_options=stored.get("all_options", False),
+                    deadline=stored.get("deadline"))
     if session <= 1 or choice.policy != "bats":
         return choice
     plan = journal.meta.get("plan")
