@@ -4,8 +4,8 @@ How this works. Such a back end touches the outside world only through
 :meth:`CommandProvisioner._run`: it runs one command line (stdin from ``input`` or /dev/null, in a
 session of its own so a Ctrl-C at the master's terminal does not cut a ``qdel`` short) and returns
 the finished process; a program that is not there, a timeout or a non-zero exit becomes a one-line
-:class:`~bats.provisioners.base.ProvisionerError` naming the cluster, the command and the last line
-it wrote to stderr. :meth:`CommandProvisioner.preflight` checks before a run starts that the
+:class:`~bats.provisioners.base.ProvisionerError` naming the cluster, the command and what it
+wrote to stderr. :meth:`CommandProvisioner.preflight` checks before a run starts that the
 programs in ``COMMANDS`` are on PATH, so a missing ``qsub`` is bad input, not a failure later.
 
 The worker these back ends start is ``[clusters.NAME] worker`` (default ``bats-worker``, i.e. on the
@@ -50,9 +50,11 @@ COMMON_OPTIONS: OptionSpec = {
 }
 
 
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+def one_line(text: str, limit: int = 300) -> str:
+    """A command's message on one line: its non-empty lines joined with " / ", at most ``limit``
+    characters (qsub's reason comes before its final "Exiting.", sbatch gives two error lines)."""
+    joined = " / ".join(line.strip() for line in text.splitlines() if line.strip())
+    return joined if len(joined) <= limit else joined[:limit - 3] + "..."
 
 
 class CommandProvisioner(Provisioner):
@@ -103,7 +105,7 @@ class CommandProvisioner(Provisioner):
         proc.stderr = stderr
         if check and proc.returncode != 0:
             raise ProvisionerError(f"cluster {self.cluster.name}: `{shown}` failed (exit {proc.returncode}): "
-                                   f"{last_line(stderr) or last_line(proc.stdout) or 'no message'}")
+                                   f"{one_line(stderr) or one_line(proc.stdout) or 'no message'}")
         return proc
 
 

@@ -29,7 +29,6 @@ import subprocess
 import tempfile
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -42,7 +41,7 @@ from bats.provisioners.base import (
     ProvisionerConfigError,
     ProvisionerError,
 )
-from bats.provisioners.commands import COMMON_OPTIONS, CommandProvisioner, Probe, seen_by, stamp
+from bats.provisioners.commands import COMMON_OPTIONS, CommandProvisioner, Probe, one_line, seen_by, stamp
 
 log = logging.getLogger(__name__)
 
@@ -253,9 +252,8 @@ class SshProvisioner(CommandProvisioner):
                 proc = self._on_host(host, self._start_script(handle))
                 pid = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
                 if proc.returncode != 0 or not pid.isdigit():
-                    reason = (proc.stderr or proc.stdout).strip().splitlines()
                     raise ProvisionerError(f"cluster {self.cluster.name}: starting a worker on {host.label} failed "
-                                           f"(exit {proc.returncode}): {reason[-1] if reason else 'no message'}")
+                                           f"(exit {proc.returncode}): {one_line(proc.stderr or proc.stdout) or 'no message'}")
             except ProvisionerError as exc:
                 log.error("%s", exc)
                 error = exc
@@ -294,7 +292,7 @@ class SshProvisioner(CommandProvisioner):
                 continue
             if proc.returncode != 0:
                 errors.append(f"cluster {self.cluster.name}: stopping {', '.join(h.machine_id for h in mine)} on "
-                              f"{host.label} failed (exit {proc.returncode}): {proc.stderr.strip()[-200:]}")
+                              f"{host.label} failed (exit {proc.returncode}): {one_line(proc.stderr) or 'no message'}")
         if errors:
             raise ProvisionerError("; ".join(errors))
 
