@@ -9,7 +9,8 @@ r(unning), R(estarted), s/S/T (suspended), t(ransferring), q(ueued), w(aiting)) 
 :class:`MachineState` through ``_STATES``.
 
 Grid Engine's job environment is not the submitter's: ``worker`` should be an absolute path (or on
-the execution hosts' default PATH), and ``SGE_ROOT``/``SGE_CELL`` must be set for the master.
+the execution hosts' default PATH). The master needs the same environment as any ``qsub`` there
+(``SGE_ROOT``/``SGE_CELL`` where the installation wants them).
 """
 
 from __future__ import annotations

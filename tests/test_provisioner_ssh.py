@@ -243,3 +243,17 @@ def test_config_errors_stop_the_master_before_anything_starts(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == (f"bats-master: error: {config}: [clusters.pool] provisioner: ssh needs 'ssh', "
                                    "which is not on PATH (install openssh-client on this machine)")
+
+
+@pytest.mark.parametrize("name", ["ssh", "sge", "slurm", "manual"])
+def test_example_configs_load(name):
+    from bats import provisioners
+    from bats.common.config import load_config
+
+    root = Path(__file__).resolve().parent.parent
+    config = load_config(root / "deploy" / "examples" / f"{name}.toml", provisioners.options_of)
+    [cluster] = config.clusters.values()
+    assert cluster.provisioner == name
+    if name == "ssh":
+        hosts = parse_hosts(cluster.options, str(root / "deploy" / "examples"))
+        assert sum(h.slots for h in hosts) == cluster.max == 8
