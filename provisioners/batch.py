@@ -90,7 +90,8 @@ class BatchProvisioner(CommandProvisioner):
         return "bats-" + _UNSAFE.sub("_", handle.machine_id)
 
     def job_script(self, handle: MachineHandle) -> str:
-        return f"#!/bin/sh\n# BaTS worker {handle.machine_id} of run {self.bootstrap.run_id}\nexec {self.bootstrap_shell(handle)}\n"
+        return (f"#!/bin/sh\n# BaTS worker {handle.machine_id} of run {self.bootstrap.run_id}\n"
+                f"exec {self.bootstrap_shell(handle)}\n")
 
     def _output(self, handle: MachineHandle) -> str:
         log_dir = self.cluster.options.get("log_dir")

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 LOST_AFTER = 2  # probes in a row a host may fail before its machines are reported lost
 SSH_FAILED = 255  # ssh's exit status when it could not connect or the connection broke
 _HOST_KEYS = {"host": "str", "slots": "count", "user": "str", "port": "int", "key": "str"}
+_EXPECTED = {"str": "a non-empty string", "count": "a positive integer", "int": "a port number"}
 
 
 @dataclass(frozen=True)
@@ -111,10 +112,11 @@ def parse_hosts(options: dict[str, Any], config_dir: str) -> list[Host]:
                 kind = _HOST_KEYS.get(key)
                 if kind is None:
                     raise ProvisionerConfigError(f"{where}: unknown key {key!r} (known: {', '.join(_HOST_KEYS)})")
+                number = isinstance(value, int) and not isinstance(value, bool)
                 ok = (isinstance(value, str) and value) if kind == "str" else (
-                    isinstance(value, int) and not isinstance(value, bool) and value >= (1 if kind == "count" else 0))
+                    number and value >= 1 if kind == "count" else number and 0 < value < 65536)
                 if not ok:
-                    raise ProvisionerConfigError(f"{where}: {key}: expected a {'positive integer' if kind == 'count' else 'non-empty string' if kind == 'str' else 'port number'}, got {value!r}")
+                    raise ProvisionerConfigError(f"{where}: {key}: expected {_EXPECTED[kind]}, got {value!r}")
             if "host" not in entry:
                 raise ProvisionerConfigError(f"{where}: host: required")
             add(entry["host"], where, slots=entry.get("slots"), user=entry.get("user"),
@@ -226,7 +228,8 @@ class SshProvisioner(CommandProvisioner):
         program = self.bootstrap.worker_command[0]
         q = shlex.quote
         return "\n".join([
-            f"command -v {q(program)} >/dev/null 2>&1 || {{ echo {q(program + ': command not found')} >&2; exit 127; }}",
+            f"command -v {q(program)} >/dev/null 2>&1 || "
+            f"{{ echo {q(program + ': command not found')} >&2; exit 127; }}",
             f"mkdir -p {q(log_dir)} || exit 1",
             "if command -v setsid >/dev/null 2>&1; then s=setsid; else s=; fi",
             f"nohup $s {self.bootstrap_shell(handle)} </dev/null >>{q(log_path)} 2>&1 &",
@@ -252,8 +255,9 @@ class SshProvisioner(CommandProvisioner):
                 proc = self._on_host(host, self._start_script(handle))
                 pid = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
                 if proc.returncode != 0 or not pid.isdigit():
+                    said = one_line(proc.stderr or proc.stdout) or "no message"
                     raise ProvisionerError(f"cluster {self.cluster.name}: starting a worker on {host.label} failed "
-                                           f"(exit {proc.returncode}): {one_line(proc.stderr or proc.stdout) or 'no message'}")
+                                           f"(exit {proc.returncode}): {said}")
             except ProvisionerError as exc:
                 log.error("%s", exc)
                 error = exc

@@ -5,6 +5,7 @@ task re-run, a held job counted BOOTING; plus the state tables and config errors
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -56,6 +57,12 @@ def job_gone(prov: BatchProvisioner, job: str) -> bool:
     return listed_jobs(prov).get(job) in (None, "CANCELLED", "COMPLETING", "COMPLETED")
 
 
+def kill_all(procs: list[psutil.Process]) -> None:
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
 def export(state_dir: Path) -> list[dict]:
     out = subprocess.run([*MASTER, "results", "--state-dir", str(state_dir)], capture_output=True, text=True,
                          timeout=60, check=True).stdout
@@ -98,6 +105,7 @@ def test_bag_runs_on_worker_jobs_and_a_killed_job_is_lost_and_rerun(tmp_path, ba
         out, err = master.communicate(timeout=120)
     finally:
         master.kill()
+        kill_all(worker_procs(cluster))  # only matters when the test failed: leave no worker behind
     assert master.returncode == 0, err
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["tasks"] == {"total": 15, "done": 15, "failed": 0, "not_run": 0}
@@ -132,8 +140,9 @@ def state_of(prov: BatchProvisioner, handle) -> MachineState:
 def test_release_cancels_the_job_and_stops_the_worker(tmp_path, backend):
     cluster = f"{backend}{os.getpid()}rel"
     prov = direct(tmp_path, backend, cluster)
+    handles = []
     try:
-        handles = prov.acquire(2)
+        handles += prov.acquire(2)
         assert len(handles) == 2 and all(h.native_id.isdigit() for h in handles)
         wait_until(lambda: all(state_of(prov, h) is MachineState.RUNNING for h in handles), 30, "jobs running")
         wait_until(lambda: len(worker_procs(cluster)) == 2, 15, "both workers")
@@ -147,6 +156,7 @@ def test_release_cancels_the_job_and_stops_the_worker(tmp_path, backend):
         wait_until(lambda: state_of(prov, handles[1]) is MachineState.GONE, 30, "GONE")
         prov.release([handles[1]])  # releasing a job that already ended is not an error
     finally:
+        prov.release(handles)  # whatever happened above, no job is left behind
         prov.close()
     wait_until(lambda: not worker_procs(cluster), 30, "no worker left")
 
@@ -156,13 +166,14 @@ def test_a_job_waiting_in_the_queue_is_booting(tmp_path, backend):
     key = "qsub_args" if backend == "sge" else "sbatch_args"
     prov = direct(tmp_path, backend, f"{backend}{os.getpid()}held", **{key: hold})
     try:
-        [handle] = prov.acquire(1)
+        [handle] = held = prov.acquire(1)
         assert state_of(prov, handle) is MachineState.UNKNOWN  # no status round has seen it yet
         wait_until(lambda: state_of(prov, handle) is not MachineState.UNKNOWN, 15, "a status round")
         assert state_of(prov, handle) is MachineState.BOOTING
         prov.release([handle])
         wait_until(lambda: job_gone(prov, handle.native_id), 30, "the held job to go")
     finally:
+        prov.release(locals().get("held") or [])
         prov.close()
 
 

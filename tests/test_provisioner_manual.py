@@ -82,8 +82,8 @@ def manual(tmp_path: Path, **options) -> ManualProvisioner:
     opts = {"token_file": None, **options}
     cl = ClusterConfig(name="hand", provisioner="manual", max=2, price=0.0, atu_s=3600.0, options=opts)
     ManualProvisioner.preflight(cl, str(tmp_path))
-    return ManualProvisioner(cl, Bootstrap(master_endpoint="tcp://10.0.0.1:5555", run_id="r", state_dir=str(tmp_path / "run"),
-                                           config_dir=str(tmp_path)))
+    return ManualProvisioner(cl, Bootstrap(master_endpoint="tcp://10.0.0.1:5555", run_id="r",
+                                           state_dir=str(tmp_path / "run"), config_dir=str(tmp_path)))
 
 
 def test_seats_are_taken_by_token_and_kept_across_reconnects(tmp_path):
