@@ -156,6 +156,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
                 config = load_cluster_config(None, settings.get("workers"))
             _check_installed(config)
             settings["choice"] = _choice(args, config, settings, resuming=True)
+            _preflight(config, _config_dir(journal.meta, config))
             journal.set_meta("settings", settings)
             bound = bind(config)
         except BaseException:
@@ -169,6 +170,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
     config = load_cluster_config(args.config, args.workers)
     _check_installed(config)
     settings["choice"] = _choice(args, config, settings, resuming=False)
+    _preflight(config, _config_dir({"config_path": args.config}, config))
     if (state_dir / "journal.sqlite").exists():
         raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
                          "or choose another --state-dir")
@@ -199,6 +201,26 @@ def _check_installed(config: Config) -> None:
         provisioners.check_installed([cl.provisioner for cl in config.clusters.values()])
     except KeyError as exc:
         raise UsageError(f"{config.source}: {exc.args[0]}") from None
+
+
+def _config_dir(meta: dict, config: Config) -> str:
+    """Where relative paths of the config (an ssh hosts_file, a key) start: the directory of the
+    config as the operator gave it, also on --resume (which reads the state dir's copy)."""
+    original = meta.get("config_path") or config.source
+    return os.path.dirname(os.path.abspath(original)) if original else os.getcwd()
+
+
+def _preflight(config: Config, config_dir: str) -> None:
+    """Each cluster's provisioner checks it can work here (its commands on PATH, its files read),
+    before anything is started or written: a problem is bad input naming the file, table and key."""
+    from bats import provisioners
+    from bats.provisioners.base import ProvisionerConfigError
+
+    for name, cluster in config.clusters.items():
+        try:
+            provisioners.load(cluster.provisioner).preflight(cluster, config_dir)
+        except ProvisionerConfigError as exc:
+            raise UsageError(f"{config.source}: [clusters.{name}] {exc}") from None
 
 
 def _endpoints(config: Config) -> tuple[str, str | None]:
@@ -237,7 +259,8 @@ def run(args: argparse.Namespace) -> int:
             advertise = bound.replace("0.0.0.0", _host_address())
         session = journal.add_session(time.time())
         bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
-                              heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"))
+                              heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"),
+                              state_dir=args.state_dir, config_dir=_config_dir(journal.meta, config))
         try:
             plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
         except (ProvisionerError, ValueError) as exc:

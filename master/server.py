@@ -255,9 +255,12 @@ class Server:
         machine_id = msg["machine"]
         handle = self.handles.get(machine_id)
         if handle is None or msg["token"] != handle.token or msg["cluster"] != handle.cluster:
+            handle = self._join(msg)
+        if handle is None:
             self._drop(f"peer {identity.hex()}", f"hello from unknown machine {machine_id!r} or bad token")
             self._send(identity, encode("stop", reason="unknown machine or bad token"))
             return
+        machine_id = handle.machine_id  # a worker started by hand is known by the seat it took
         machine = self.core.machines.get(machine_id)
         if machine is None or machine.state is c.MachineState.GONE:
             self._send(identity, encode("stop", reason="machine is no longer part of the run"))
@@ -273,6 +276,19 @@ class Server:
                                     liveness_s=self.config.master.liveness_s,
                                     prefetch=self.config.master.worker_capacity - 1))
         self._feed(c.MachineUp(time.time(), machine_id))
+
+    def _join(self, msg: dict) -> MachineHandle | None:
+        """A worker no provisioner started (``manual``): its cluster's provisioner may seat it in one
+        of the machines it was asked for."""
+        provisioner = self.provisioners.get(msg["cluster"])
+        if provisioner is None:
+            return None
+        try:
+            handle = provisioner.join(msg["machine"], msg["token"])
+        except Exception as exc:  # a plugin's failure must not take the master down
+            log.error("cluster %s: join of %r failed: %s", msg["cluster"], msg["machine"], exc)
+            return None
+        return handle if handle is not None and self.handles.get(handle.machine_id) is handle else None
 
     def _forget(self, peer: _Peer) -> None:
         self.peers.pop(peer.identity, None)

@@ -61,11 +61,18 @@ class Bootstrap:
     session: int = 1  # master sessions of the run (each --resume adds one); part of machine ids
     heartbeat_s: float = 2.0
     log_dir: str | None = None  # where local stand-ins may write worker logs (the state dir)
+    state_dir: str | None = None  # the run's state dir (``manual`` keeps its join token there)
+    config_dir: str = "."  # relative paths in the cluster's table (hosts_file, key) start here
     worker_command: tuple[str, ...] = (sys.executable, "-m", "bats.worker")
 
 
 class ProvisionerError(RuntimeError):
     """A back end refused or failed a call; the message says which cluster and why."""
+
+
+class ProvisionerConfigError(ProvisionerError):
+    """A cluster's table cannot work with this back end: ``KEY: reason`` (the caller adds the file
+    and table), e.g. ``hosts_file: hosts.txt:3: bad port`` or ``provisioner: qsub is not on PATH``."""
 
 
 class Provisioner(ABC):
@@ -78,6 +85,12 @@ class Provisioner(ABC):
 
     #: how often (seconds) the server calls :meth:`price_now`; None: never
     price_poll_s: float | None = None
+
+    @classmethod
+    def preflight(cls, cluster: ClusterConfig, config_dir: str) -> None:
+        """Check, before a run starts anything, that this back end can serve ``cluster`` here (its
+        commands are on PATH, its files read); raise :class:`ProvisionerConfigError` if not.
+        ``config_dir`` is where relative paths in the config are resolved from."""
 
     def __init__(self, cluster: ClusterConfig, bootstrap: Bootstrap) -> None:
         self.cluster = cluster
@@ -138,6 +151,11 @@ class Provisioner(ABC):
         {native id: machine id} of those terminated (machine id "" when the back end lost it).
         Back ends whose machines cannot outlive the master have nothing to do."""
         return {}
+
+    def join(self, worker_machine: str, token: str) -> MachineHandle | None:
+        """A worker this provisioner did not start says hello with ``token``: the handle of the
+        acquired machine it stands for, or None to refuse it (only ``manual`` accepts any)."""
+        return None
 
     def close(self) -> None:
         """Release anything the provisioner itself holds (connections, temp files)."""
