@@ -88,9 +88,10 @@ class Provisioner(ABC):
 
     @classmethod
     def preflight(cls, cluster: ClusterConfig, config_dir: str) -> None:
-        """Check, before a run starts anything, that this back end can serve ``cluster`` here (its
-        commands are on PATH, its files read); raise :class:`ProvisionerConfigError` if not.
-        ``config_dir`` is where relative paths in the config are resolved from."""
+        """Check, before ``bats-master`` starts anything, that this back end can serve ``cluster``
+        on this machine (its commands are on PATH, its files read); raise
+        :class:`ProvisionerConfigError` if not. ``config_dir`` is where relative paths in the config
+        are resolved from. (The keys themselves are :meth:`check_config`'s.)"""
 
     def __init__(self, cluster: ClusterConfig, bootstrap: Bootstrap) -> None:
         self.cluster = cluster
@@ -101,8 +102,10 @@ class Provisioner(ABC):
 
     @classmethod
     def check_config(cls, cluster: ClusterConfig) -> None:
-        """Check the cluster's provisioner keys beyond their kinds (required keys, files) when the
-        config is read; raise ``ValueError(key, reason)``. Needs no optional package."""
+        """Check the cluster's provisioner keys beyond their kinds (required keys, files) whenever
+        the config is read, by ``bats-master`` or ``bats-sim``; raise ``ValueError(key, reason)``.
+        Needs no optional package and looks at nothing outside the config (that is
+        :meth:`preflight`)."""
 
     @classmethod
     def missing_packages(cls) -> list[str]:
