@@ -798,7 +798,9 @@ class BatsCore(c.Core):
         figures = super().report(now)
         total = figures["cost"]["total"]
         sampling = self.sampling_cost if self.sampling_cost is not None else total
-        figures["cost"].update({"sampling": sampling, "execution": total - sampling})
+        # rounded to the planner's money resolution (1e-9): a difference of two large float sums
+        # must not show a $0.0001 execution as 0.00010000000020
+        figures["cost"].update({"sampling": sampling, "execution": round(total - sampling, 9)})
         figures["policy"] = "bats"
         figures["phase"] = self.phase
         figures["budget"] = self.budget

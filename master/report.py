@@ -43,7 +43,7 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
         chosen_before = plan.get("session", session) < session and not plan.get("implicit")
         earlier_sampling = (plan.get("sampling_cost") or 0.0) if chosen_before else 0.0
         cost["sampling"] = earlier_sampling + figures["cost"]["sampling"]
-        cost["execution"] = total - cost["sampling"]
+        cost["execution"] = round(total - cost["sampling"], 9)  # as BatsCore.report: no float noise
     return {
         "run_id": journal.run_id,
         "status": finish.status,
