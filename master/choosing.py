@@ -11,6 +11,7 @@ machines keep working through the ATU already paid for. The terminal is read by 
 
 from __future__ import annotations
 
+import logging
 import queue
 import sys
 import threading
@@ -19,8 +20,10 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from bats.master.bats_core import BatsCore, Choice, OfferOptions
-from bats.master.options_table import format_options
+from bats.master.options_table import core_profitability, format_options
 from bats.master.planner import Option, spread
+
+log = logging.getLogger(__name__)
 
 PROMPT = "choose an option: an id, cheapest, fastest, or a budget such as $25 (q to stop): "
 
@@ -47,9 +50,11 @@ class Chooser:
         self.out = out if out is not None else sys.stdout
         self._answer: Answer | None = None
         self.before_show: Callable[[], None] | None = None  # e.g. stop a live progress bar
+        self.plot_path: str | None = None  # --plot FILE.png: the options drawn there when offered
+        self.text_plot = self.out.isatty() if hasattr(self.out, "isatty") else False  # beside the table
 
     def offer(self, core: BatsCore, offer: OfferOptions) -> None:
-        self.show(offer)
+        self.show(offer, core)
         if self.choice.plan_only:
             self._answer = StopRun("stopped after the options (--plan-only)")
         elif self.choice.schedule is not None:
@@ -60,12 +65,32 @@ class Chooser:
                 return
             self._answer = Chosen(option, self.choice.cushion)
 
-    def show(self, offer: OfferOptions) -> None:
+    def show(self, offer: OfferOptions, core: BatsCore | None = None) -> None:
         if self.before_show is not None:
             self.before_show()
         shown = list(offer.options) if self.choice.all_options else spread(offer.options)
-        print(format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown)),
-              file=self.out, flush=True)
+        profit = core_profitability(core) if core is not None else None
+        text = format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown),
+                              profit=profit)
+        if self.text_plot:
+            from bats.master.plots import text_plot
+
+            text += "\n\n" + text_plot(offer.options)
+        if self.plot_path:
+            # drawn beside the loop (matplotlib takes a second to load): workers keep being served
+            text += f"\nthe options are drawn in {self.plot_path}"
+            threading.Thread(target=self._write_plot, args=(self.plot_path, offer), name="bats-plot",
+                             daemon=True).start()
+        print(text, file=self.out, flush=True)
+
+    @staticmethod
+    def _write_plot(path: str, offer: OfferOptions) -> None:
+        from bats.master.plots import write_options_png
+
+        try:
+            write_options_png(path, offer.options, tasks=offer.tasks)
+        except OSError as exc:
+            log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 
     def poll(self, core: BatsCore) -> Answer | None:
         answer, self._answer = self._answer, None

@@ -28,6 +28,7 @@ from bats.master.args import (
     OneLineArgumentParser,
     UsageError,
     add_choice_flags,
+    check_plot_path,
     choice_from_args,
     duration_arg,
     load_cluster_config,
@@ -114,6 +115,7 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
     if resuming and not given and settings.get("choice"):
         return settings["choice"]
     choice = choice_from_args(args, config)
+    check_plot_path(args.plot)
     if not choice.decided and not _interactive():
         raise UsageError(NO_CHOICE)
     return {"policy": choice.policy, "schedule": choice.schedule, "budget": choice.budget,
@@ -235,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
                        if not choice.decided else Chooser(choice))
             if view is not None:
                 chooser.before_show = view.close  # the table and prompt replace the live bar
+            chooser.plot_path = args.plot
         server = Server(core, bag, config, journal, plugins, sock, session,
                         task_timeout_s=settings["task_timeout_s"], on_tick=view.update if view else None,
                         chooser=chooser)
@@ -245,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
                 view.close()
             sock.close(linger=0)
         report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
+        _redraw_plot(args.plot, core)
         if server.plan_s is not None:
             report["timings"] = {"plan_s": server.plan_s}
         report_path = args.report or str(Path(args.state_dir) / "report.json")
@@ -283,6 +287,19 @@ def _resumed_choice(journal, stored: dict, session: int):
     left = total - paid
     log.warning("resuming within the run's budget: %.2f left of %.2f", max(0.0, left), total)
     return Choice(policy="bats", budget=max(left, 1e-9), cushion=False)
+
+
+def _redraw_plot(path: str | None, core) -> None:
+    """``--plot``: once the run is over, draw the options again with the chosen one circled."""
+    options, selected = getattr(core, "options", None), getattr(core, "selected", None)
+    if not path or not options or selected is None:
+        return
+    from bats.master.plots import write_options_png
+
+    try:
+        write_options_png(path, options, chosen=selected.id, tasks=core.tasks_at_plan)
+    except OSError as exc:
+        log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 
 
 def _close_journal(journal) -> bool:
