@@ -3,6 +3,7 @@
     bats-master --bag FILE [--config FILE] [--state-dir DIR] [--retries N] [--task-timeout DUR] …
     bats-master --resume [--state-dir DIR]
     bats-master results [--state-dir DIR] [--failed] [--format jsonl|csv]
+    bats-master status [--state-dir DIR] [--json]
 
 Exit codes: 0 every task succeeded; 1 some task failed or did not run; 2 bad input.
 """
@@ -47,7 +48,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p = OneLineArgumentParser(
         prog="bats-master",
         description="Run a bag of shell tasks (one per line) on local or rented machines.",
-        epilog="Other commands: 'bats-master results --help'.",
+        epilog="Other commands: 'bats-master results --help', 'bats-master status --help'.",
     )
     p.add_argument("--bag", metavar="FILE", help="the bag: one shell command per line")
     p.add_argument("--config", metavar="FILE", help="clusters config (TOML); default: local workers, one per core")
@@ -73,6 +74,14 @@ def _results_parser() -> argparse.ArgumentParser:
     p.add_argument("--failed", action="store_true", help="only tasks that failed")
     p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    return p
+
+
+def _status_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master status",
+                              description="Show the live figures of the run going on in a state dir.")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    p.add_argument("--json", action="store_true", help="the figures as JSON (the dashboard's)")
     return p
 
 
@@ -207,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     from bats import provisioners
     from bats.master.bats_core import build_core
     from bats.master.choosing import Chooser, TerminalChooser
-    from bats.master.progress import ProgressView
+    from bats.master.live import LiveView, Watch
     from bats.master.report import build_report, summary, write_report
     from bats.master.server import Server
     from bats.provisioners.base import Bootstrap
@@ -230,22 +239,23 @@ def run(args: argparse.Namespace) -> int:
             log.warning(
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
                 len(finished), len(bag))
-        view = None if args.quiet else ProgressView(len(bag), core.done + core.failed)
+        view = None if args.quiet else LiveView(log_every_s=_log_every(core))
+        earlier_spent = sum(row["cost"] for row in journal.machines() if row["session"] < session)
+        watch = Watch(time.time(), core.done + core.failed, view, _control(args.state_dir, journal.run_id),
+                      earlier_spent)
         chooser = None
         if choice.policy == "bats":
             chooser = (TerminalChooser(choice, settings["choice"].get("cushion_given", False))
                        if not choice.decided else Chooser(choice))
             if view is not None:
-                chooser.before_show = view.close  # the table and prompt replace the live bar
+                chooser.before_show = view.pause  # the table and prompt replace the live view
             chooser.plot_path = args.plot
         server = Server(core, bag, config, journal, plugins, sock, session,
-                        task_timeout_s=settings["task_timeout_s"], on_tick=view.update if view else None,
-                        chooser=chooser)
+                        task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser)
         try:
             finish = server.run()
         finally:
-            if view is not None:
-                view.close()
+            watch.close()
             sock.close(linger=0)
         report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
         _redraw_plot(args.plot, core)
@@ -287,6 +297,27 @@ def _resumed_choice(journal, stored: dict, session: int):
     left = total - paid
     log.warning("resuming within the run's budget: %.2f left of %.2f", max(0.0, left), total)
     return Choice(policy="bats", budget=max(left, 1e-9), cushion=False)
+
+
+def _log_every(core) -> float:
+    """Without a terminal: one progress line per BaTS monitoring interval (every few seconds
+    when there is no budget to monitor)."""
+    from bats.master.live import LOG_EVERY_S
+
+    settings = getattr(core, "settings", None)
+    return getattr(settings, "monitor_interval_s", None) or LOG_EVERY_S
+
+
+def _control(state_dir: str, run_id: str):
+    """The socket ``bats-master status`` asks; a run goes on without it if it cannot be made."""
+    import zmq
+    from bats.master.status import ControlServer
+
+    try:
+        return ControlServer(state_dir, run_id)
+    except (zmq.ZMQError, OSError) as exc:
+        log.warning("'bats-master status' will not answer for this run: %s", exc)
+        return None
 
 
 def _redraw_plot(path: str | None, core) -> None:
@@ -337,6 +368,23 @@ def results(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def status(argv: Sequence[str]) -> int:
+    """Exit 0 with the figures of the run going on; 1 with one line saying why there are none."""
+    import json
+
+    from bats.master.live import status_text
+    from bats.master.status import StatusError, ask
+
+    args = _status_parser().parse_args(argv)
+    try:
+        figures = ask(args.state_dir)
+    except StatusError as exc:
+        print(f"bats-master status: {exc}", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    print(json.dumps(figures, indent=2) if args.json else status_text(figures, args.state_dir))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from bats.master.journal import JournalError
 
@@ -345,6 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] == "results":
             _setup_logging(0, True)
             return results(argv[1:])
+        if argv and argv[0] == "status":
+            _setup_logging(0, True)
+            return status(argv[1:])
         args = _run_parser().parse_args(argv)
         _setup_logging(args.verbose, args.quiet)
         return run(args)
