@@ -15,6 +15,7 @@ import logging
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
@@ -52,6 +53,7 @@ class Chooser:
         self.before_show: Callable[[], None] | None = None  # e.g. stop a live progress bar
         self.plot_path: str | None = None  # --plot FILE.png: the options drawn there when offered
         self.text_plot = self.out.isatty() if hasattr(self.out, "isatty") else False  # beside the table
+        self.chosen_at: float | None = None  # when an option was chosen (the execution starts then)
 
     def offer(self, core: BatsCore, offer: OfferOptions) -> None:
         self.show(offer, core)
@@ -94,6 +96,11 @@ class Chooser:
 
     def poll(self, core: BatsCore) -> Answer | None:
         answer, self._answer = self._answer, None
+        return self._chosen(answer)
+
+    def _chosen(self, answer: Answer | None) -> Answer | None:
+        if isinstance(answer, Chosen):
+            self.chosen_at = time.time()
         return answer
 
 
@@ -146,7 +153,7 @@ class TerminalChooser(Chooser):
         text = line.strip()
         if self._pending is not None:
             option, self._pending = self._pending, None
-            return Chosen(option, text.lower() in ("y", "yes"))
+            return self._chosen(Chosen(option, text.lower() in ("y", "yes")))
         if text.lower() in ("q", "quit", "stop"):
             return StopRun("stopped at the options by the operator")
         try:
@@ -160,4 +167,4 @@ class TerminalChooser(Chooser):
             self._ask(f"option {option.id} may need a cushion of {option.cushion:.2f} beyond its budget of "
                       f"{option.budget:.2f} for the last tasks; allow it? [y/N] ")
             return None
-        return Chosen(option, self.choice.cushion)
+        return self._chosen(Chosen(option, self.choice.cushion))

@@ -4,6 +4,7 @@
     bats-master --resume [--state-dir DIR]
     bats-master results [--state-dir DIR] [--failed] [--format jsonl|csv]
     bats-master status [--state-dir DIR] [--json]
+    bats-master report [--state-dir DIR] [--html FILE]
 
 Exit codes: 0 every task succeeded; 1 some task failed or did not run; 2 bad input.
 """
@@ -48,7 +49,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p = OneLineArgumentParser(
         prog="bats-master",
         description="Run a bag of shell tasks (one per line) on local or rented machines.",
-        epilog="Other commands: 'bats-master results --help', 'bats-master status --help'.",
+        epilog="Other commands: 'bats-master results --help', 'bats-master status --help', "
+               "'bats-master report --help'.",
     )
     p.add_argument("--bag", metavar="FILE", help="the bag: one shell command per line")
     p.add_argument("--config", metavar="FILE", help="clusters config (TOML); default: local workers, one per core")
@@ -82,6 +84,14 @@ def _status_parser() -> argparse.ArgumentParser:
                               description="Show the live figures of the run going on in a state dir.")
     p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
     p.add_argument("--json", action="store_true", help="the figures as JSON (the dashboard's)")
+    return p
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master report",
+                              description="Show a finished run's summary; --html writes a page with its plots.")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML page (figures inlined) here")
     return p
 
 
@@ -254,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
                         task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser)
         try:
             finish = server.run()
+            watch.finish(server)
         finally:
             watch.close()
             sock.close(linger=0)
@@ -385,6 +396,23 @@ def status(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def report_command(argv: Sequence[str]) -> int:
+    from bats.master.html_report import ReportError, load_report, write_html
+    from bats.master.report import summary
+
+    args = _report_parser().parse_args(argv)
+    try:
+        report = load_report(args.state_dir)
+        if args.html:
+            write_html(args.state_dir, args.html)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    print(summary(report, str(Path(args.state_dir) / "report.json")))
+    if args.html:
+        print(f"  html      {args.html}")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from bats.master.journal import JournalError
 
@@ -393,6 +421,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] == "results":
             _setup_logging(0, True)
             return results(argv[1:])
+        if argv and argv[0] == "report":
+            _setup_logging(0, True)
+            return report_command(argv[1:])
         if argv and argv[0] == "status":
             _setup_logging(0, True)
             return status(argv[1:])

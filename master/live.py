@@ -294,6 +294,7 @@ class Watch:
         self._lock = threading.Lock()
         self._last = -math.inf
         self._options_journaled: object = None
+        self._chosen_seen = False
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def current(self) -> dict[str, Any] | None:
@@ -309,6 +310,7 @@ class Watch:
         self._last = mono
         snap = self._take(server)
         self._journal_options(server)
+        self._journal_choice(server, snap["now"])
         if self.view is not None and not getattr(server.chooser, "asking", False):
             self.view.show(snap)  # not while the operator reads the options and types a choice
 
@@ -332,6 +334,21 @@ class Watch:
         server.journal.set_meta("options", {"tasks": getattr(core, "tasks_at_plan", None),
                                             "options": [option_record(o) for o in options],
                                             "profitability": core_profitability(core)})
+
+    def _journal_choice(self, server: Server, now: float) -> None:
+        """When the execution of a plan began, for predicted-versus-actual: the instant the operator
+        (or the flags) chose, else when the plan was first seen (an up-front budget)."""
+        if self._chosen_seen or getattr(server.core, "selected", None) is None:
+            return
+        self._chosen_seen = True
+        chosen_at = getattr(server.chooser, "chosen_at", None)
+        if "plan_chosen_at" not in server.journal.meta:  # a resumed run keeps its first plan's time
+            server.journal.set_meta("plan_chosen_at", chosen_at if chosen_at is not None else now)
+
+    def finish(self, server: Server) -> None:
+        """After the loop: journal what a run too short for a snapshot left unsaid."""
+        self._journal_options(server)
+        self._journal_choice(server, time.time())
 
     def close(self) -> None:
         if self.view is not None:

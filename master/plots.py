@@ -205,8 +205,10 @@ def machines_figure(times_s: Sequence[float], per_cluster: Mapping[str, Sequence
     fig = _figure(7.0, 3.5)
     ax = fig.add_subplot()
     div, unit = _unit(max([*times_s, 1.0]))
-    for name, counts in per_cluster.items():
-        ax.step([t / div for t in times_s], counts, where="post", label=name)
+    styles = ["-", "--", ":", "-."]  # clusters that hold the same counts stay apart
+    for i, (name, counts) in enumerate(per_cluster.items()):
+        ax.step([t / div for t in times_s], counts, where="post", label=name, linestyle=styles[i % len(styles)],
+                linewidth=1.5 + 0.5 * (i % 2))
     ax.set_xlabel(f"time since start ({unit})")
     ax.set_ylabel("machines")
     ax.set_title("machines per cluster")

@@ -424,7 +424,7 @@ def run(args: argparse.Namespace) -> int:
     from bats.master.args import check_plot_path
     from bats.master.options_table import core_profitability, format_options
     from bats.master.planner import spread
-    from bats.master.report import summary, write_report
+    from bats.master.report import add_analysis, summary, write_report
     from bats.master.runtimes import parse_runtimes
 
     if args.tasks < 1:
@@ -447,6 +447,7 @@ def run(args: argparse.Namespace) -> int:
                    fail_rate=args.fail_rate, choice=choice)
     wall = time.perf_counter() - started
     report = sim.report({"seed": seed, "runtimes": args.runtimes, "config": config.source})
+    add_analysis(report, None, None)  # the per-cluster table; virtual time keeps no choice instant
     if sim.plan_s is not None:
         report["timings"] = {"plan_s": sim.plan_s}
     report_path = "(not written; add --report FILE)"
