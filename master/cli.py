@@ -66,6 +66,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--version", action="version", version=f"bats {__version__}")
+    p.add_argument("--dashboard", type=int, metavar="PORT",
+                   help="serve a read-only page with the live figures on http://127.0.0.1:PORT/ (0: a free port)")
     add_choice_flags(p)
     return p
 
@@ -221,6 +223,7 @@ def _bind(config: Config):
 
 
 def run(args: argparse.Namespace) -> int:
+    dashboard = _dashboard(args.dashboard)  # first: a port in use is bad input before the run starts
     journal, bag, config, settings, (_context, sock, bound) = _prepare(args, _bind)
     # imported only now, so that bad input is reported without loading the runtime
     from bats import provisioners
@@ -253,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
         earlier_spent = sum(row["cost"] for row in journal.machines() if row["session"] < session)
         watch = Watch(time.time(), core.done + core.failed, view, _control(args.state_dir, journal.run_id),
                       earlier_spent)
+        if dashboard is not None:
+            dashboard.figures = watch.current
         chooser = None
         if choice.policy == "bats":
             chooser = (TerminalChooser(choice, settings["choice"].get("cushion_given", False))
@@ -267,6 +272,8 @@ def run(args: argparse.Namespace) -> int:
             watch.finish(server)
         finally:
             watch.close()
+            if dashboard is not None:
+                dashboard.close()
             sock.close(linger=0)
         report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
         _redraw_plot(args.plot, core)
@@ -308,6 +315,21 @@ def _resumed_choice(journal, stored: dict, session: int):
     left = total - paid
     log.warning("resuming within the run's budget: %.2f left of %.2f", max(0.0, left), total)
     return Choice(policy="bats", budget=max(left, 1e-9), cushion=False)
+
+
+def _dashboard(port: int | None):
+    if port is None:
+        return None
+    from bats.master.dashboard import Dashboard
+
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--dashboard {port}: not a port number (0 to 65535; 0 picks a free one)")
+    try:
+        dashboard = Dashboard(port, lambda: None)
+    except OSError as exc:
+        raise UsageError(f"--dashboard {port}: cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    print(f"bats-master: dashboard on {dashboard.url}", file=sys.stderr, flush=True)
+    return dashboard
 
 
 def _log_every(core) -> float:
