@@ -72,6 +72,30 @@ class SamplingConfig:
 
 
 @dataclass(frozen=True)
+class AdaptiveConfig:
+    """``[policy.adaptive]``: seed 001's host heuristic (§4, Fig. 3); the defaults are its
+    conservative behaviour (0.5/0.5), 0.75/0.75 its aggressive one."""
+
+    creation_ratio: float = 0.5  # the first damping of the hosts the formula asks for
+    increase_ratio: float = 0.5  # how fast creation_ratio grows towards 1 with each result
+    host_processing_time_s: float | None = None  # work per host per charging unit; None: the ATU
+    cluster: str | None = None  # the host type; None: the cheapest per ATU (the first of equals)
+
+
+@dataclass(frozen=True)
+class DeadlineConfig:
+    """``[policy.deadline]``: seed 004's ILP (§V-A)."""
+
+    interval_s: float = 600.0  # the length of the ILP's time intervals (the paper's 10 minutes)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    deadline: DeadlineConfig = field(default_factory=DeadlineConfig)
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     name: str
     provisioner: str
@@ -96,6 +120,7 @@ class Config:
     clusters: dict[str, ClusterConfig]
     source: str = "<default>"
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
 
     @property
     def monitor_interval_s(self) -> float:
@@ -141,6 +166,15 @@ _SAMPLING_KEYS = {
     "confidence": ("fraction", 0.95),
     "error": ("fraction", 0.25),
     "initial_workers": ("count", 7),
+}
+_ADAPTIVE_KEYS = {
+    "creation_ratio": ("ratio", 0.5),
+    "increase_ratio": ("ratio", 0.5),
+    "host_processing_time": ("duration", None),
+    "cluster": ("str", None),
+}
+_DEADLINE_KEYS = {
+    "interval": ("duration", 600.0),
 }
 _CLUSTER_KEYS = {
     "provisioner": ("str", None),
@@ -191,6 +225,10 @@ def _convert(kind: str, value: Any) -> Any:
     if kind == "fraction":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
             raise ValueError(f"expected a number between 0 and 1 (exclusive), got {value!r}")
+        return float(value)
+    if kind == "ratio":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+            raise ValueError(f"expected a number from 0 to 1, got {value!r}")
         return float(value)
     if kind == "prefetch":
         if value == "auto":
@@ -249,9 +287,9 @@ def load_config(
         # a plain ValueError comes from an integer too long to convert
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
     for key in doc:
-        if key not in ("master", "clusters", "sampling"):
+        if key not in ("master", "clusters", "sampling", "policy"):
             raise ConfigError(f"{source}: [{_name(key)}]: unknown top-level table "
-                              "(expected [master], [sampling] and [clusters.NAME])")
+                              "(expected [master], [sampling], [policy.NAME] and [clusters.NAME])")
     master_raw = doc.get("master", {})
     if not isinstance(master_raw, dict):
         raise ConfigError(f"{source}: [master]: must be a table")
@@ -327,4 +365,33 @@ def load_config(
             price_trace=trace,
             bid=values.get("bid", values.get("on_demand_price")),
         )
-    return Config(master=master, clusters=clusters, source=source, sampling=sampling)
+    policy = _read_policy(source, doc.get("policy", {}), clusters)
+    return Config(master=master, clusters=clusters, source=source, sampling=sampling, policy=policy)
+
+
+def _read_policy(source: str, raw: Any, clusters: dict[str, ClusterConfig]) -> PolicyConfig:
+    """``[policy.adaptive]`` and ``[policy.deadline]`` (master/adaptive_core.py, master/deadline_core.py)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: [policy]: must be a table of [policy.adaptive] and [policy.deadline]")
+    tables = {"adaptive": _ADAPTIVE_KEYS, "deadline": _DEADLINE_KEYS}
+    values: dict[str, dict[str, Any]] = {}
+    for name, table in raw.items():
+        if name not in tables or not isinstance(table, dict):
+            raise ConfigError(f"{source}: [policy.{_name(name)}]: unknown policy table "
+                              "(expected [policy.adaptive] or [policy.deadline])")
+        values[name] = _read_table(source, f"policy.{name}", table, tables[name])
+    adaptive = values.get("adaptive", {})
+    if adaptive.get("host_processing_time") == 0:
+        raise ConfigError(f"{source}: [policy.adaptive] host_processing_time: must be longer than 0 seconds")
+    if "cluster" in adaptive and adaptive["cluster"] not in clusters:
+        raise ConfigError(f"{source}: [policy.adaptive] cluster: no cluster {adaptive['cluster']!r} "
+                          f"(clusters: {', '.join(clusters)})")
+    deadline = values.get("deadline", {})
+    if deadline.get("interval") == 0:
+        raise ConfigError(f"{source}: [policy.deadline] interval: must be longer than 0 seconds")
+    return PolicyConfig(
+        adaptive=AdaptiveConfig(creation_ratio=adaptive.get("creation_ratio", 0.5),
+                                increase_ratio=adaptive.get("increase_ratio", 0.5),
+                                host_processing_time_s=adaptive.get("host_processing_time"),
+                                cluster=adaptive.get("cluster")),
+        deadline=DeadlineConfig(interval_s=deadline.get("interval", 600.0)))

@@ -12,6 +12,10 @@ Worker -> master
                                                                saving a round trip per task
   heartbeat  -                                                 sent when nothing else was sent lately
   bye        reason                                            the worker is leaving
+  interruption action, time                                    the cloud will take this machine away
+                                                               (a spot interruption notice: action
+                                                               terminate/stop/hibernate, at time);
+                                                               the master re-queues its tasks
 Master -> worker
   welcome    machine, heartbeat_s, liveness_s, prefetch        answer to hello; the worker may
                                                                hold 1 + prefetch tasks
@@ -69,6 +73,7 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     },
     "heartbeat": {},
     "bye": {"reason": _STR},
+    "interruption": {"action": _STR, "time": _STR},
     # master -> worker
     "welcome": {"machine": _STR, "heartbeat_s": _NUM, "liveness_s": _NUM, "prefetch": _INT},
     "task": {"task": _INT, "attempt": _INT, "command": _STR, "timeout_s": _OPT_NUM},
@@ -86,7 +91,7 @@ RANGES: dict[str, tuple[tuple[str, float, float], ...]] = {
     "task": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX), ("timeout_s", 0.0, 1e9)),
     "welcome": (("heartbeat_s", 0.0, 1e6), ("liveness_s", 0.0, 1e6), ("prefetch", 0, 15)),
 }
-WORKER_TYPES = frozenset({"hello", "ask", "result", "heartbeat", "bye"})
+WORKER_TYPES = frozenset({"hello", "ask", "result", "heartbeat", "bye", "interruption"})
 MASTER_TYPES = frozenset({"welcome", "task", "wait", "heartbeat", "unknown", "stop"})
 
 # the schema as (field, set of exact types) pairs: one set lookup a field on the hot path

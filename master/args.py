@@ -39,17 +39,29 @@ def load_cluster_config(path: str | None, workers: int | None) -> Config:
     if workers is not None:
         raise UsageError("--workers applies only without --config (set max in the config instead)")
     from bats import provisioners
+    from bats.common.config import ConfigError
 
-    return load_config(path, provisioners.options_of)
+    config = load_config(path, provisioners.options_of)
+    for name, cluster in config.clusters.items():  # what each provisioner checks beyond the key kinds
+        try:
+            provisioners.load(cluster.provisioner).check_config(cluster)
+        except ValueError as exc:
+            key, reason = exc.args if len(exc.args) == 2 else ("provisioner", str(exc))
+            raise ConfigError(f"{config.source}: [clusters.{name}] {key}: {reason}") from None
+    return config
 
 
 # ---------------------------------------------------------------- BaTS's choice flags (both commands)
 def add_choice_flags(p: argparse.ArgumentParser) -> None:
     """The flags that decide how BaTS spends money; ``bats-master`` and ``bats-sim`` share them."""
     g = p.add_argument_group("budget (BaTS)")
-    g.add_argument("--policy", choices=("auto", "bats", "self"), default="auto",
+    g.add_argument("--policy", choices=("auto", "bats", "self", "adaptive"), default="auto",
                    help="bats: sample, offer options, run within budget; self: every machine, no budget; "
+                        "adaptive: seed 001's host heuristic ([policy.adaptive]); "
                         "auto (default): bats when some cluster has a price")
+    g.add_argument("--deadline", type=_deadline_arg, metavar="DURATION",
+                   help="after sampling, run the cheapest plan that finishes within DURATION of the start "
+                        "(seed 004's ILP; [policy.deadline] interval)")
     g.add_argument("--schedule", metavar="CHOICE",
                    help="after sampling, run this option: cheapest, fastest, an option id, or a budget ($25)")
     g.add_argument("--budget", type=_money_arg, metavar="AMOUNT",
@@ -82,6 +94,13 @@ def check_plot_path(path: str | None) -> None:
         raise UsageError(f"--plot {path}: is a folder; give a file name such as options.png")
 
 
+def _deadline_arg(text: str) -> float:
+    seconds = duration_arg(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be longer than 0 seconds, got {text!r}")
+    return seconds
+
+
 def _money_arg(text: str) -> float:
     try:
         amount = float(text.strip().removeprefix("$"))
@@ -107,10 +126,19 @@ def choice_from_args(args: argparse.Namespace, config: Config):
     if args.plan_only and args.budget is not None:
         raise UsageError("--plan-only shows the options after sampling; --budget skips them")
     policy = args.policy
+    deadline = getattr(args, "deadline", None)
+    if deadline is not None:
+        if policy not in ("auto", "bats") or args.schedule or args.budget is not None or args.no_sampling:
+            raise UsageError("--deadline chooses the plan itself; it does not go with --policy self|adaptive, "
+                             "--schedule, --budget or --no-sampling")
+        policy = "deadline"
+    if policy == "adaptive" and (args.schedule or args.budget is not None or args.plan_only or args.no_sampling):
+        raise UsageError("--policy adaptive has no options or budget: drop --schedule, --budget, --plan-only "
+                         "and --no-sampling (its parameters are in [policy.adaptive])")
     if policy == "auto":
         policy = "bats" if any(cl.price > 0 for cl in config.clusters.values()) else "self"
     if policy == "self" and (args.schedule or args.budget is not None or args.plan_only or args.no_sampling):
         raise UsageError("--schedule, --budget, --plan-only and --no-sampling apply to --policy bats "
                          "(every cluster here is free; add --policy bats to plan anyway)")
     return Choice(policy=policy, schedule=args.schedule, budget=args.budget, cushion=args.cushion == "yes",
-                  plan_only=args.plan_only, planner=args.planner, all_options=args.all_options)
+                  plan_only=args.plan_only, planner=args.planner, all_options=args.all_options, deadline=deadline)

@@ -106,6 +106,9 @@ def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choi
                **kwargs: Any) -> c.Core:
     """The core a run needs: :class:`BatsCore` for the BaTS policy, else the self-scheduling one."""
     kwargs.setdefault("max_machines", config.master.max_machines)
+    if choice.policy in ("deadline", "adaptive"):  # the other seeds' policies (issue 5)
+        from bats.master.policies import build_policy_core
+        return build_policy_core(task_ids, config, rng, choice, **kwargs)
     if choice.policy != "bats":
         return c.Core(task_ids, config.clusters, rng, **kwargs)
     settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
@@ -303,6 +306,9 @@ class BatsCore(c.Core):
         self.tail = TailEstimates.from_samples(samples)
         self.sampling_cost = self.spent(now)
         self.tasks_at_plan = self.remaining
+        return self._plan_after_sampling(now)
+
+    def _plan_after_sampling(self, now: float) -> list[c.Action]:  # the hook other policies override
         planner = self._planner(self.remaining)
         self.plan_estimates = {p.name: (p.mean_s, self._stats(p.name, now).sd_s) for p in planner.clusters}
         try:

@@ -5,6 +5,7 @@
     bats-master results [--state-dir DIR] [--failed] [--format jsonl|csv]
     bats-master status [--state-dir DIR] [--json]
     bats-master report [--state-dir DIR] [--html FILE]
+    bats-master cleanup [--state-dir DIR]
 
 Exit codes: 0 every task succeeded; 1 some task failed or did not run; 2 bad input.
 """
@@ -50,7 +51,7 @@ def _run_parser() -> argparse.ArgumentParser:
         prog="bats-master",
         description="Run a bag of shell tasks (one per line) on local or rented machines.",
         epilog="Other commands: 'bats-master results --help', 'bats-master status --help', "
-               "'bats-master report --help'.",
+               "'bats-master report --help', 'bats-master cleanup --help'.",
     )
     p.add_argument("--bag", metavar="FILE", help="the bag: one shell command per line")
     p.add_argument("--config", metavar="FILE", help="clusters config (TOML); default: local workers, one per core")
@@ -97,6 +98,13 @@ def _report_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _cleanup_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master cleanup",
+                              description="Terminate every cloud machine a run left running (found by its tags).")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    return p
+
+
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
     logging.basicConfig(level=level, format="bats-master: %(levelname)s: %(message)s", stream=sys.stderr)
@@ -132,7 +140,8 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
     """The BaTS choice from the flags (or, on --resume without choice flags, the stored one),
     checked before anything is started: no terminal and no choice is bad input."""
     given = any([args.policy != "auto", args.schedule, args.budget is not None, args.cushion is not None,
-                 args.plan_only, args.no_sampling, args.planner != "exact", args.all_options])
+                 args.plan_only, args.no_sampling, args.planner != "exact", args.all_options,
+                 args.deadline is not None])
     if resuming and not given and settings.get("choice"):
         return settings["choice"]
     choice = choice_from_args(args, config)
@@ -141,7 +150,7 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
         raise UsageError(NO_CHOICE)
     return {"policy": choice.policy, "schedule": choice.schedule, "budget": choice.budget,
             "cushion": choice.cushion, "cushion_given": args.cushion is not None, "plan_only": choice.plan_only,
-            "planner": choice.planner, "all_options": choice.all_options}
+            "planner": choice.planner, "all_options": choice.all_options, "deadline": choice.deadline}
 
 
 def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
@@ -168,7 +177,9 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
                 config = load_cluster_config(str(config_copy), args.workers)
             else:
                 config = load_cluster_config(None, settings.get("workers"))
+            _check_installed(config)
             settings["choice"] = _choice(args, config, settings, resuming=True)
+            _preflight(config, _config_dir(journal.meta, config))
             journal.set_meta("settings", settings)
             bound = bind(config)
         except BaseException:
@@ -180,7 +191,9 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
     bag = load_bag(args.bag)
     settings = _settings(args)
     config = load_cluster_config(args.config, args.workers)
+    _check_installed(config)
     settings["choice"] = _choice(args, config, settings, resuming=False)
+    _preflight(config, _config_dir({"config_path": args.config}, config))
     if (state_dir / "journal.sqlite").exists():
         raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
                          "or choose another --state-dir")
@@ -202,6 +215,35 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
         raise UsageError(f"{state_dir}: cannot write the state dir: {exc.strerror or exc}") from None
     journal = Journal.create(state_dir, secrets.token_hex(8), meta)
     return journal, bag, config, settings, bound
+
+
+def _check_installed(config: Config) -> None:
+    from bats import provisioners
+
+    try:
+        provisioners.check_installed([cl.provisioner for cl in config.clusters.values()])
+    except KeyError as exc:
+        raise UsageError(f"{config.source}: {exc.args[0]}") from None
+
+
+def _config_dir(meta: dict, config: Config) -> str:
+    """Where relative paths of the config (an ssh hosts_file, a key) start: the directory of the
+    config as the operator gave it, also on --resume (which reads the state dir's copy)."""
+    original = meta.get("config_path") or config.source
+    return os.path.dirname(os.path.abspath(original)) if original else os.getcwd()
+
+
+def _preflight(config: Config, config_dir: str) -> None:
+    """Each cluster's provisioner checks it can work here (its commands on PATH, its files read),
+    before anything is started or written: a problem is bad input naming the file, table and key."""
+    from bats import provisioners
+    from bats.provisioners.base import ProvisionerConfigError
+
+    for name, cluster in config.clusters.items():
+        try:
+            provisioners.load(cluster.provisioner).preflight(cluster, config_dir)
+        except ProvisionerConfigError as exc:
+            raise UsageError(f"{config.source}: [clusters.{name}] {exc}") from None
 
 
 def _endpoints(config: Config) -> tuple[str, str | None]:
@@ -232,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     from bats.master.live import LiveView, Watch
     from bats.master.report import build_report, summary, write_report
     from bats.master.server import Server
-    from bats.provisioners.base import Bootstrap
+    from bats.provisioners.base import Bootstrap, ProvisionerError
 
     try:
         finished = journal.finished_tasks()
@@ -241,8 +283,14 @@ def run(args: argparse.Namespace) -> int:
             advertise = bound.replace("0.0.0.0", _host_address())
         session = journal.add_session(time.time())
         bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
-                              heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"))
-        plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
+                              heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"),
+                              state_dir=args.state_dir, config_dir=_config_dir(journal.meta, config))
+        try:
+            plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
+        except (ProvisionerError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+        if session > 1:
+            _terminate_leftovers(journal, config, plugins, session)
         choice = _resumed_choice(journal, settings["choice"], session)
         core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice,
                           retries=settings["retries"], boot_timeout_s=config.master.boot_timeout_s,
@@ -288,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         saved = _close_journal(journal)
     print(summary(report, report_path))
-    planned_only = choice.plan_only and getattr(core, "options", None)
+    planned_only = choice.plan_only and (getattr(core, "options", None) or getattr(core, "plan", None))
     return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
 
 
@@ -299,7 +347,8 @@ def _resumed_choice(journal, stored: dict, session: int):
 
     choice = Choice(policy=stored["policy"], schedule=stored.get("schedule"), budget=stored.get("budget"),
                     cushion=stored.get("cushion", False), plan_only=stored.get("plan_only", False),
-                    planner=stored.get("planner", "exact"), all_options=stored.get("all_options", False))
+                    planner=stored.get("planner", "exact"), all_options=stored.get("all_options", False),
+                    deadline=stored.get("deadline"))
     if session <= 1 or choice.policy != "bats":
         return choice
     plan = journal.meta.get("plan")
@@ -364,6 +413,67 @@ def _redraw_plot(path: str | None, core) -> None:
         write_options_png(path, options, chosen=selected.id, tasks=core.tasks_at_plan)
     except OSError as exc:
         log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
+def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -> None:
+    """A resumed run first terminates the machines earlier sessions left running (a master that
+    crashed could not), and counts the ATUs they began meanwhile into their journaled cost."""
+    from bats.master.core import atus_begun
+
+    now = time.time()
+    rows = {row["machine_id"]: row for row in journal.machines()}
+    for name, plugin in plugins.items():
+        try:
+            found = plugin.cleanup()
+        except Exception as exc:
+            log.error("cluster %s: looking for machines left running failed: %s; "
+                      "run 'bats-master cleanup' once the cloud answers", name, exc)
+            continue
+        if found:
+            log.warning("cluster %s: terminated %d machine(s) an earlier session left running: %s",
+                        name, len(found), ", ".join(sorted(found)))
+        cluster = config.clusters[name]
+        for machine_id in found.values():
+            row = rows.get(machine_id)
+            if row is None or row["session"] >= session or row["released_at"] is not None:
+                continue
+            uptime = max(row["uptime_s"], now - row["acquired_at"])
+            atus = max(row["atus"], atus_begun(uptime, cluster.atu_s, cluster.min_charge_s))
+            cost = row["cost"] + (atus - row["atus"]) * cluster.price
+            journal.record_machine(machine_id, row["cluster"], row["session"], row["acquired_at"], row["ready_at"],
+                                   now, row["nt"], row["rt_s"], uptime, atus, cost, "gone")
+
+
+def cleanup(argv: Sequence[str]) -> int:
+    """``bats-master cleanup``: terminate what the run in --state-dir left in its clouds."""
+    from bats import provisioners
+    from bats.master.journal import Journal
+    from bats.provisioners.base import Bootstrap, ProvisionerError
+
+    args = _cleanup_parser().parse_args(argv)
+    state_dir = Path(args.state_dir)
+    with Journal.open(state_dir) as journal:
+        run_id = journal.run_id
+    config_copy = state_dir / "config.toml"
+    if not config_copy.exists():
+        print(f"run {run_id} used local workers only: nothing to clean up")
+        return EXIT_OK
+    config = load_cluster_config(str(config_copy), None)
+    _check_installed(config)
+    bootstrap = Bootstrap(master_endpoint="", run_id=run_id, session=0)
+    status = EXIT_OK
+    for name, cl in config.clusters.items():
+        try:
+            found = provisioners.load(cl.provisioner)(cl, bootstrap).cleanup()
+        except (ProvisionerError, ValueError) as exc:
+            print(f"bats-master: error: cluster {name}: {exc}", file=sys.stderr)
+            status = EXIT_INCOMPLETE
+            continue
+        except Exception as exc:  # the cloud's own error: one line, go on with the other clusters
+            print(f"bats-master: error: cluster {name}: cleanup failed: {exc}".replace("\n", " "), file=sys.stderr)
+            status = EXIT_INCOMPLETE
+            continue
+        listed = ", ".join(sorted(found)) if found else "nothing left"
+        print(f"cluster {name} ({cl.provisioner}): terminated {len(found)}: {listed}")
+    return status
 
 
 def _close_journal(journal) -> bool:
@@ -449,6 +559,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] == "status":
             _setup_logging(0, True)
             return status(argv[1:])
+        if argv and argv[0] == "cleanup":
+            _setup_logging(0, True)
+            return cleanup(argv[1:])
         args = _run_parser().parse_args(argv)
         _setup_logging(args.verbose, args.quiet)
         return run(args)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("bats.progress")
 LOG_EVERY_S = 5.0  # without a budget (no monitoring interval): a log line this often
 SNAPSHOT_EVERY_S = 0.5  # the figures are recomputed at most this often (the tick is 0.2 s)
+POLICIES = {"BatsCore": "bats", "DeadlineCore": "deadline", "AdaptiveCore": "adaptive"}  # else "self"
 
 
 def snapshot(server: Server, started_wall: float, already: int, now: float | None = None) -> dict[str, Any]:
@@ -88,7 +89,7 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
         "now": now,
         "started_at": started_wall,
         "elapsed_s": round(elapsed, 3),
-        "policy": "bats" if hasattr(core, "phase") else "self",
+        "policy": POLICIES.get(type(core).__name__, "self"),
         "phase": getattr(core, "phase", None) or "running",
         "stopping": server.stop_reason,
         "tasks": {"total": core.total, "done": core.done, "failed": core.failed, "remaining": core.remaining,
@@ -141,7 +142,7 @@ def one_line(snap: dict[str, Any]) -> str:
     text = (f"{t['done'] + t['failed']}/{t['total']} tasks finished, {t['failed']} failed, "
             f"{snap['rate_per_s']:.1f} tasks/s, {up} machines up" + (f", {booting} booting" if booting else "")
             + f", eta {eta}")
-    if snap["policy"] == "bats":
+    if snap["policy"] != "self":
         text += f", {snap['phase']}, {money_text(snap)}"
         if snap["planned_finish_at"] is not None:
             text += f", plan ends in {format_duration(max(0.0, snap['planned_finish_at'] - snap['now']))}"
@@ -214,7 +215,7 @@ def rich_view(snap: dict[str, Any]) -> Any:
     if snap["planned_finish_at"]:
         finish += f", planned {_clock(snap['planned_finish_at'], now)}"
     lines.append(Text(finish))
-    if snap["policy"] == "bats":
+    if snap["policy"] != "self":
         lines.append(Text(f"money: {money_text(snap)}"))
     table = Table(box=None, padding=(0, 1), show_edge=False)
     for column in ("cluster", "up", "booting", "tasks", "ATU:% through (v: released at its end)"):

@@ -131,6 +131,7 @@ def summary(report: dict[str, Any], report_path: str) -> str:
         f"  cost      {report['cost']['total']:.4f}",
     ]
     lines.extend(_budget_lines(report))
+    lines.extend(_policy_lines(report))
     per_cluster: dict[str, list[int]] = {}
     for m in report["machines"]:
         entry = per_cluster.setdefault(m["cluster"], [0, 0])
@@ -224,3 +225,28 @@ def _budget_lines(report: dict[str, Any]) -> list[str]:
     if changes:
         lines.append(f"  re-plans  {len(changes)} (last: {changes[-1]['reason']})")
     return lines
+
+
+def _policy_lines(report: dict[str, Any]) -> list[str]:
+    """The deadline plan (seed 004) or the adaptive heuristic's hosts (seed 001)."""
+    policy = report.get("policy")
+    if policy == "deadline":
+        info = report["deadline"]
+        cost = report["cost"]
+        lines = [f"            sampling {cost.get('sampling', 0.0):.4f}, execution {cost.get('execution', 0.0):.4f}",
+                 f"  deadline  {format_duration(info['deadline_s'])}"
+                 + {True: " met", False: " missed"}.get(info.get("met"), "")]
+        plans = info.get("plans") or []
+        if plans:
+            first = plans[0]
+            lines.append(f"  plan      {first['text']} (from {format_duration(first['at_s'])}), "
+                         f"estimated cost {first['cost']:.4f}")
+        if len(plans) > 1:
+            lines.append(f"  re-plans  {len(plans) - 1} (last: {plans[-1]['reason']})")
+        return lines
+    if policy == "adaptive":
+        info = report["adaptive"]
+        return [f"  adaptive  {info['hosts']} host(s) of {info['cluster']} (at most {info['peak_hosts']} at once), "
+                f"{info['renewals']} renewal(s); creation_ratio {info['creation_ratio']:g}, "
+                f"increase_ratio {info['increase_ratio']:g}"]
+    return []

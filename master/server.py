@@ -7,11 +7,20 @@ journal a result. Every ``TICK_S`` the loop also commits the journal, sends hear
 workers lost that were silent past the liveness limit or whose process the provisioner reports
 gone, and lets the core check boot timeouts. A frame that fails validation, comes from a peer that
 never said hello, or carries a bad token is logged and dropped; it never changes state.
+
+Cloud hooks (see :mod:`bats.provisioners.base`): a provisioner with a ``price_poll_s`` is asked for
+its cluster's price that often (and once before the run starts); a price that differs from the
+core's is fed as ``PriceChanged``, next to the CSV traces of emulated spot markets. A worker's
+``interruption`` (a spot interruption notice) makes its machine lost at once, so the core re-queues
+its tasks, and the machine is given back before the cloud takes it. After every acquisition, a
+provisioner's ``usable_max`` below the cluster's ``max`` lowers the ``max`` the core plans with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import signal
 import time
 from collections.abc import Callable
@@ -82,6 +91,7 @@ class Server:
         self._planning = getattr(core, "phase", None) == b.SAMPLING
         self._plan_journaled = False
         self._price_feed: list[tuple[float, str, float]] = []
+        self._price_polled: dict[str, float] = {}  # cluster -> time.monotonic() of its last price_now()
         self.handles: dict[str, MachineHandle] = {}
         self.peers: dict[bytes, _Peer] = {}  # zmq identity -> peer
         self.peer_of: dict[str, _Peer] = {}  # machine id -> its current peer
@@ -106,6 +116,7 @@ class Server:
         """Run until the core finishes; returns its :class:`~bats.master.core.Finish`."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            self._poll_prices(time.time(), time.monotonic())  # the clouds' prices before anything is bought
             started = time.time()
             self._feed(c.RunStarted(started))
             # spot price traces (emulation): (time, cluster, price), fed as they come due
@@ -232,15 +243,24 @@ class Server:
         elif kind == "bye":
             self._forget(peer)
             self._feed(c.MachineLost(time.time(), peer.machine, f"worker left ({msg['reason']})"))
+        elif kind == "interruption":  # the cloud takes the machine soon: its tasks go elsewhere now
+            reason = f"spot interruption notice ({msg['action'][:20]} at {msg['time'][:40]})"
+            log.warning("%s: %s; its tasks go back into the bag", peer.machine, reason)
+            self._send(peer.identity, encode("stop", reason=reason))
+            self._forget(peer)
+            self._lose(peer.machine, reason, time.time())
         # heartbeat: last_seen is all it updates
 
     def _on_hello(self, identity: bytes, msg: dict) -> None:
         machine_id = msg["machine"]
         handle = self.handles.get(machine_id)
         if handle is None or msg["token"] != handle.token or msg["cluster"] != handle.cluster:
+            handle = self._join(msg)
+        if handle is None:
             self._drop(f"peer {identity.hex()}", f"hello from unknown machine {machine_id!r} or bad token")
             self._send(identity, encode("stop", reason="unknown machine or bad token"))
             return
+        machine_id = handle.machine_id  # a worker started by hand is known by the seat it took
         machine = self.core.machines.get(machine_id)
         if machine is None or machine.state is c.MachineState.GONE:
             self._send(identity, encode("stop", reason="machine is no longer part of the run"))
@@ -256,6 +276,19 @@ class Server:
                                     liveness_s=self.config.master.liveness_s,
                                     prefetch=self.config.master.worker_capacity - 1))
         self._feed(c.MachineUp(time.time(), machine_id))
+
+    def _join(self, msg: dict) -> MachineHandle | None:
+        """A worker no provisioner started (``manual``): its cluster's provisioner may seat it in one
+        of the machines it was asked for."""
+        provisioner = self.provisioners.get(msg["cluster"])
+        if provisioner is None:
+            return None
+        try:
+            handle = provisioner.join(msg["machine"], msg["token"])
+        except Exception as exc:  # a plugin's failure must not take the master down
+            log.error("cluster %s: join of %r failed: %s", msg["cluster"], msg["machine"], exc)
+            return None
+        return handle if handle is not None and self.handles.get(handle.machine_id) is handle else None
 
     def _forget(self, peer: _Peer) -> None:
         self.peers.pop(peer.identity, None)
@@ -296,17 +329,49 @@ class Server:
             handles = provisioner.acquire(action.n)
         except Exception as exc:  # a plugin's failure must not take the master down
             log.error("cluster %s: acquiring %d machine(s) failed: %s", action.cluster, action.n, exc)
+            self._limit_cluster(action.cluster, provisioner.usable_max)
             self._feed(c.AcquireFailed(time.time(), action.cluster, action.n, str(exc)))
             return
+        self._limit_cluster(action.cluster, provisioner.usable_max)
         now = time.time()
         for handle in handles:
             self.handles[handle.machine_id] = handle
             self._feed(c.MachineAcquired(now, handle.machine_id, handle.cluster))
             self._journal_machine(self.core.machines[handle.machine_id], now)
+        if handles:  # money is being spent: on disk now, not at the next tick, so a crash cannot lose it
+            self._flush_journal()
         missing = action.n - len(handles)
         if missing > 0:
             self._feed(c.AcquireFailed(now, action.cluster, missing, "provisioner returned fewer machines"))
         log.info("cluster %s: acquired %d machine(s)", action.cluster, len(handles))
+
+    def _limit_cluster(self, name: str, usable: int | None) -> None:
+        """The back end cannot give ``name`` more than ``usable`` machines (capacity, quotas): the
+        core plans and acquires with that ``max`` from now on. The core gets a new clusters dict;
+        the config, which the report shows, keeps the configured ``max``."""
+        cluster = self.core.clusters[name]
+        if usable is None or usable >= cluster.max:
+            return
+        log.warning("cluster %s: the provisioner can give at most %d machine(s) now (max %d); planning with that",
+                    name, usable, cluster.max)
+        self.core.clusters = {**self.core.clusters, name: dataclasses.replace(cluster, max=max(0, usable))}
+
+    def _poll_prices(self, now: float, mono: float) -> None:
+        """Ask each provisioner with a price hook for its cluster's price when its poll is due."""
+        for name, provisioner in self.provisioners.items():
+            every = provisioner.price_poll_s
+            if every is None or mono - self._price_polled.get(name, -math.inf) < every:
+                continue
+            self._price_polled[name] = mono
+            try:
+                price = provisioner.price_now()
+            except Exception as exc:  # a plugin's failure must not take the master down
+                log.warning("cluster %s: price query failed: %s", name, exc)
+                continue
+            if price is None or not math.isfinite(price) or price < 0 or price == self.core.prices.get(name):
+                continue
+            log.warning("cluster %s: price per ATU is now %g (quoted by its provisioner)", name, price)
+            self._feed(c.PriceChanged(now, name, price))
 
     def _do_release(self, action: c.Release) -> None:
         peer = self.peer_of.get(action.machine)
@@ -385,6 +450,7 @@ class Server:
             _at, cluster, price = self._price_feed.pop(0)
             log.warning("cluster %s: price per ATU is now %g", cluster, price)
             self._feed(c.PriceChanged(now, cluster, price))
+        self._poll_prices(now, mono)
         self._feed(c.Tick(now))
         self._take_choice()
         self._journal_plan()

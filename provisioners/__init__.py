@@ -33,3 +33,13 @@ def load(name: str) -> type[Provisioner]:
 
 def options_of(name: str) -> OptionSpec:
     return load(name).OPTIONS
+
+
+def check_installed(names: list[str]) -> None:
+    """Raise KeyError naming what to install when a provisioner's optional packages are missing
+    (checked when a run is about to use it, not when a config is read: ``bats-sim`` needs none)."""
+    for name in dict.fromkeys(names):
+        missing = load(name).missing_packages()
+        if missing:
+            raise KeyError(f"provisioner {name!r} needs a package that is not installed: "
+                           f"pip install {' '.join(repr(m) for m in missing)}")

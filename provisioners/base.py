@@ -8,11 +8,21 @@ states onto :class:`MachineState` through a table, the way Parsl's providers do.
 Each back end talks to the outside world through one method (``_spawn`` for local processes,
 ``_api`` for a cloud SDK, ``_run`` for a command line), so a test can point it at a real
 component or a local stand-in.
+
+Three optional hooks serve the cloud back ends, and do nothing by default:
+
+- :meth:`Provisioner.price_now`, polled by the server every ``price_poll_s``: the cluster's
+  current price per ATU (an EC2 spot price), fed to the core as ``PriceChanged`` when it moves;
+- :attr:`Provisioner.usable_max`: set when the back end keeps refusing machines (capacity,
+  quotas); the server lowers the cluster's ``max`` the planner sees to it;
+- :meth:`Provisioner.cleanup`: terminate every machine of this run and cluster the back end still
+  has (``bats-master cleanup``, and the start of a ``--resume``d session).
 """
 
 from __future__ import annotations
 
 import enum
+import importlib.util
 import secrets
 import shlex
 import sys
@@ -51,6 +61,8 @@ class Bootstrap:
     session: int = 1  # master sessions of the run (each --resume adds one); part of machine ids
     heartbeat_s: float = 2.0
     log_dir: str | None = None  # where local stand-ins may write worker logs (the state dir)
+    state_dir: str | None = None  # the run's state dir (``manual`` keeps its join token there)
+    config_dir: str = "."  # relative paths in the cluster's table (hosts_file, key) start here
     worker_command: tuple[str, ...] = (sys.executable, "-m", "bats.worker")
 
 
@@ -58,16 +70,47 @@ class ProvisionerError(RuntimeError):
     """A back end refused or failed a call; the message says which cluster and why."""
 
 
+class ProvisionerConfigError(ProvisionerError):
+    """A cluster's table cannot work with this back end: ``KEY: reason`` (the caller adds the file
+    and table), e.g. ``hosts_file: hosts.txt:3: bad port`` or ``provisioner: qsub is not on PATH``."""
+
+
 class Provisioner(ABC):
     """One small class per back end; see the module docstring."""
 
     #: the keys this provisioner accepts in its ``[clusters.NAME]`` table: {key: (kind, default)}
     OPTIONS: ClassVar[OptionSpec] = {}
+    #: optional packages it needs: {import name: what to pip install}
+    REQUIRES: ClassVar[dict[str, str]] = {}
+
+    #: how often (seconds) the server calls :meth:`price_now`; None: never
+    price_poll_s: float | None = None
+
+    @classmethod
+    def preflight(cls, cluster: ClusterConfig, config_dir: str) -> None:
+        """Check, before ``bats-master`` starts anything, that this back end can serve ``cluster``
+        on this machine (its commands are on PATH, its files read); raise
+        :class:`ProvisionerConfigError` if not. ``config_dir`` is where relative paths in the config
+        are resolved from. (The keys themselves are :meth:`check_config`'s.)"""
 
     def __init__(self, cluster: ClusterConfig, bootstrap: Bootstrap) -> None:
         self.cluster = cluster
         self.bootstrap = bootstrap
         self._serial = 0
+        #: the most machines the back end can give this cluster now; None: the configured max
+        self.usable_max: int | None = None
+
+    @classmethod
+    def check_config(cls, cluster: ClusterConfig) -> None:
+        """Check the cluster's provisioner keys beyond their kinds (required keys, files) whenever
+        the config is read, by ``bats-master`` or ``bats-sim``; raise ``ValueError(key, reason)``.
+        Needs no optional package and looks at nothing outside the config (that is
+        :meth:`preflight`)."""
+
+    @classmethod
+    def missing_packages(cls) -> list[str]:
+        """The pip specs of the optional packages this provisioner needs and cannot import."""
+        return [spec for module, spec in cls.REQUIRES.items() if importlib.util.find_spec(module) is None]
 
     def new_handle(self) -> MachineHandle:
         """A fresh machine id (unique within the run) and one-time token for the next machine."""
@@ -101,6 +144,21 @@ class Provisioner(ABC):
     @abstractmethod
     def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
         """The state of each machine, by machine id."""
+
+    def price_now(self) -> float | None:
+        """The cluster's price per ATU now, as the back end quotes it; None: no quote."""
+        return None
+
+    def cleanup(self) -> dict[str, str]:
+        """Terminate every machine of this run and cluster the back end still has; return
+        {native id: machine id} of those terminated (machine id "" when the back end lost it).
+        Back ends whose machines cannot outlive the master have nothing to do."""
+        return {}
+
+    def join(self, worker_machine: str, token: str) -> MachineHandle | None:
+        """A worker this provisioner did not start says hello with ``token``: the handle of the
+        acquired machine it stands for, or None to refuse it (only ``manual`` accepts any)."""
+        return None
 
     def close(self) -> None:
         """Release anything the provisioner itself holds (connections, temp files)."""

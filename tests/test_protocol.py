@@ -30,6 +30,7 @@ VALID: dict[str, dict] = {
                "stdout": b"out\xff", "stderr": "err", "ask": True},
     "heartbeat": {},
     "bye": {"reason": "idle"},
+    "interruption": {"action": "terminate", "time": "2024-05-01T12:00:00Z"},
     "welcome": {"machine": "local-s1-1", "heartbeat_s": 2.0, "liveness_s": 15, "prefetch": 1},
     "task": {"task": 4, "attempt": 2, "command": "echo hi", "timeout_s": None},
     "wait": {},

@@ -359,6 +359,21 @@ def test_sigterm_sends_bye_and_exits_zero(master: FakeMaster, spawn: Any) -> Non
     assert wait_until(lambda: pid_gone(child.pid), 3)
 
 
+def test_a_machine_stopped_from_outside_does_not_fail_its_task(master: FakeMaster, spawn: Any) -> None:
+    """A batch scheduler stopping a job signals every process of it, the task possibly a moment
+    before the worker: the worker leaves without reporting the task, which goes back into the bag."""
+    proc = spawn(master.endpoint)
+    master.handshake()
+    master.task(1, "sleep 30")
+    assert wait_until(lambda: psutil.Process(proc.pid).children(), 5)
+    child = psutil.Process(proc.pid).children()[0]
+    os.killpg(child.pid, signal.SIGTERM)  # the task's whole process group, as a scheduler does
+    time.sleep(0.6)
+    proc.send_signal(signal.SIGTERM)
+    assert master.expect("bye")["reason"] == "signal"  # no result before it
+    assert wait_exit(proc, 3) == 0
+
+
 def test_unknown_triggers_hello_and_asks_for_free_slots(master: FakeMaster, spawn: Any) -> None:
     spawn(master.endpoint)
     master.handshake()

@@ -14,6 +14,9 @@ makes the worker say hello again (on a fresh socket after a liveness timeout), k
 it holds, send results held meanwhile after the new ``welcome`` and ask for the free slots.
 ``stop`` and SIGTERM/SIGINT kill the running task's process group, send ``bye`` and exit 0.
 ``--noop`` answers each task at once without running it (master benchmarks).
+``--spot-notice URL`` starts a :class:`~bats.worker.spot.SpotWatcher` on the instance metadata;
+its notice wakes the loop through a pipe and the worker sends ``interruption`` (once welcomed), so
+the master re-queues this machine's tasks before the cloud takes it away.
 
 Imports stay light on purpose (stdlib, pyzmq, msgpack via ``bats.common.protocol``): this is
 what machine images carry.
@@ -39,6 +42,7 @@ import zmq
 from bats.common import __version__
 from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
+from bats.worker.spot import SpotWatcher
 from bats.worker.task import TaskRun
 
 log = logging.getLogger("bats.worker")
@@ -67,6 +71,8 @@ class WorkerOptions:
     slowdown: float = 1.0
     exit_with_parent: bool = False
     noop: bool = False
+    spot_notice: str | None = None  # instance metadata base URL to watch for a spot interruption
+    spot_poll_s: float = 5.0
 
 
 class Worker:
@@ -97,12 +103,18 @@ class Worker:
         self._parent = os.getppid()
         self.tasks_done = 0
         self.reconnects = 0
+        self._watcher: SpotWatcher | None = None
+        self._notice_sent = False
 
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> int:
         """Serve the master until stopped; return the process exit code (0)."""
         self._install_signals()
+        if self.opts.spot_notice:
+            self._watcher = SpotWatcher(self.opts.spot_notice, self.opts.spot_poll_s)
+            self._poller.register(self._watcher.read_fd, zmq.POLLIN)
+            self._watcher.start()
         try:
             now = time.monotonic()
             self._open_socket()
@@ -127,6 +139,9 @@ class Worker:
                     self._drain_socket(now)
                 elif item == self._wake_r:
                     self._drain_wakeups()
+                elif self._watcher is not None and item == self._watcher.read_fd:
+                    self._watcher.drain()
+                    self._send_notice(now)
                 elif self._running is not None:
                     self._running.read(item)
                 if self._exit_reason is not None:
@@ -264,6 +279,7 @@ class Worker:
         self._welcomed = True
         log.info("welcomed by %s (heartbeat %.3gs, liveness %.3gs)",
                  self.opts.master, self.heartbeat_s, self.liveness_s)
+        self._send_notice(now)
         pending, self._pending = self._pending, []
         for fields in pending:  # the slots these tasks held are asked for below
             self._send(encode("result", ask=False, **fields), now)
@@ -283,6 +299,14 @@ class Worker:
             if self._held() >= self.slots:
                 log.warning("task %d arrived with %d tasks held; queueing it anyway", run.task, self._held())
             self._queue.append(run)
+
+    def _send_notice(self, now: float) -> None:
+        """Tell the master about a spot interruption notice (once, when welcomed)."""
+        notice = self._watcher.notice if self._watcher is not None else None
+        if notice is None or self._notice_sent or not self._welcomed:
+            return
+        self._notice_sent = True
+        self._send(encode("interruption", action=notice[0], time=notice[1]), now)
 
     def _held(self) -> int:
         return (self._running is not None) + len(self._queue)
@@ -314,6 +338,10 @@ class Worker:
 
     def _leave(self) -> None:
         reason = self._exit_reason or "error"
+        if self._watcher is not None:
+            with contextlib.suppress(KeyError):
+                self._poller.unregister(self._watcher.read_fd)
+            self._watcher.stop()
         if self._running is not None:
             log.warning("killing task %d on the way out", self._running.task)
             self._running.abort()
@@ -420,6 +448,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--exit-with-parent", action="store_true", help="exit when the parent process dies")
     p.add_argument("--noop", action="store_true",
                    help="benchmark mode: do not run commands, report exit 0 and runtime 0 at once")
+    p.add_argument("--spot-notice", metavar="URL",
+                   help="watch this instance metadata service (e.g. http://169.254.169.254) for a spot "
+                        "interruption notice and tell the master at once")
+    p.add_argument("--spot-poll", type=_positive_duration, default=5.0, metavar="SECONDS",
+                   help="how often to look for the notice (default 5)")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="default WARNING")
     return p
@@ -437,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         master=args.master, machine=args.machine, token=args.token, cluster=args.cluster,
         heartbeat_s=args.heartbeat, liveness_s=args.liveness, slowdown=args.slowdown,
         exit_with_parent=args.exit_with_parent, noop=args.noop,
+        spot_notice=args.spot_notice, spot_poll_s=args.spot_poll,
     )
     try:
         return Worker(options).run()

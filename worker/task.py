@@ -12,6 +12,11 @@ deadline the worker folds into its poll timeout (:meth:`TaskRun.next_deadline`).
 
 Timeouts are in emulated time: with ``slowdown`` s, the command is killed after ``timeout_s / s``
 real seconds and the result reports ``runtime_s = timeout_s``.
+
+A command killed from outside by SIGTERM, SIGKILL, SIGINT or SIGHUP is reported a second late: when
+a batch scheduler or the OS stops a whole machine, the worker's own SIGTERM can trail its task's by
+a moment, and a worker that leaves meanwhile drops the result, so the task goes back into the bag
+instead of counting as failed.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ EXIT_GRACE_S = 0.5  # after the command exits, how long to wait for its pipes to
 READ_CHUNK = 64 * 1024
 SPAWN_FAILED_EXIT = 127  # the shell's "cannot run" code, used when the shell itself cannot start
 TIMEOUT_EXIT = -signal.SIGKILL
+# a task killed by one of these signals is reported only after OUTSIDE_KILL_GRACE_S (see _end)
+_STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP})
+OUTSIDE_KILL_GRACE_S = 1.0
 
 
 class TaskRun:
@@ -198,6 +206,11 @@ class TaskRun:
         ended = self.ended if self.ended is not None else now
         self.runtime_s = self.slowdown * max(0.0, ended - self.started)
         self.report_at = self.started + self.runtime_s
+        if not self.timed_out and self.returncode is not None and -self.returncode in _STOP_SIGNALS:
+            # killed from outside, as when a batch scheduler or the OS stops the whole machine: the
+            # worker's own SIGTERM may be a moment behind, and then the task must go back into the
+            # bag instead of counting as failed (the worker leaves without reporting it)
+            self.report_at = max(self.report_at, now + OUTSIDE_KILL_GRACE_S)
         log.debug("task %d: command over (code %s, %.3fs real); reporting at +%.3fs",
                   self.task, self.returncode, ended - self.started, self.runtime_s)
 

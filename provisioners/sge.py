@@ -1,0 +1,89 @@
+"""The ``sge`` provisioner: each machine is one worker job on a (Son of) Grid Engine cluster.
+
+How this works. See :mod:`bats.provisioners.batch` for the shared part. Here: ``qsub -terse``
+submits the job script from stdin (``-S /bin/sh``, ``-N bats-MACHINE``, output joined into
+``log_dir/MACHINE.log`` or /dev/null) with the cluster's ``queue`` (``-q``), ``project`` (``-P``),
+``resources`` (``-l``) and any ``qsub_args``; ``qdel`` cancels; ``qstat -xml`` lists this user's
+jobs, and each job's ``<state>`` code (a combination of the letters d(eleted), E(rror), h(old),
+r(unning), R(estarted), s/S/T (suspended), t(ransferring), q(ueued), w(aiting)) maps to a
+:class:`MachineState` through ``_STATES``.
+
+Grid Engine's job environment is not the submitter's: ``worker`` should be an absolute path (or on
+the execution hosts' default PATH). The master needs the same environment as any ``qsub`` there
+(``SGE_ROOT``/``SGE_CELL`` where the installation wants them).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ElementTree
+from typing import ClassVar
+
+from bats.common.config import OptionSpec
+from bats.provisioners.base import MachineHandle, MachineState, ProvisionerError
+from bats.provisioners.batch import BatchProvisioner
+from bats.provisioners.commands import COMMON_OPTIONS
+
+B, R, G, F, U = (MachineState.BOOTING, MachineState.RUNNING, MachineState.GONE, MachineState.FAILED,
+                 MachineState.UNKNOWN)
+_STATES: dict[str, MachineState] = {
+    # waiting in the queue, held, being sent to a host: still starting up
+    "qw": B, "hqw": B, "hRwq": B, "Rq": B, "t": B, "Rt": B,
+    "r": R, "Rr": R,
+    # suspended: the worker cannot answer, the master's liveness limit decides
+    "s": U, "S": U, "T": U, "ts": U, "tS": U, "tT": U, "Rs": U, "RS": U, "RT": U, "Rts": U, "RtS": U, "RtT": U,
+    # the scheduler could not start it
+    "Eqw": F, "Ehqw": F, "EhRqw": F,
+    # being deleted
+    "dr": G, "dt": G, "dqw": G, "dhqw": G, "dRr": G, "dRt": G, "ds": G, "dS": G, "dT": G, "dRs": G, "dRS": G,
+    "dRT": G,
+}
+
+
+class SgeProvisioner(BatchProvisioner):
+    OPTIONS: ClassVar[OptionSpec] = {
+        **COMMON_OPTIONS,
+        "queue": ("str", None),  # qsub -q
+        "project": ("str", None),  # qsub -P
+        "resources": ("str", None),  # qsub -l, e.g. "h_vmem=2G,h_rt=4:00:00"
+        "qsub_args": ("list", []),  # anything else for qsub, e.g. ["-pe", "smp", "4"]
+        "log_dir": ("str", None),  # worker logs on the execution hosts (absolute); default none
+    }
+    COMMANDS = ("qsub", "qstat", "qdel")
+    PACKAGE = "gridengine-client"
+    ARGS_KEY = "qsub_args"
+    STATES = _STATES
+    ALREADY_GONE = ("does not exist", "already in deletion")
+
+    def _submit_argv(self, handle: MachineHandle, job_name: str, output: str) -> list[str]:
+        options = self.cluster.options
+        argv = ["qsub", "-terse", "-S", "/bin/sh", "-N", job_name, "-o", output, "-j", "y"]
+        for flag, key in (("-q", "queue"), ("-P", "project"), ("-l", "resources")):
+            if options.get(key):
+                argv += [flag, options[key]]
+        return argv + list(options.get("qsub_args") or [])
+
+    def _job_id(self, stdout: str) -> str:
+        # -terse prints the job number ("123", or "123.1-4:1" for an array job)
+        first = stdout.strip().split("\n", 1)[0].strip()
+        job = first.split(".", 1)[0]
+        if not job.isdigit():
+            raise ProvisionerError(f"cluster {self.cluster.name}: qsub answered {first!r}, not a job number")
+        return job
+
+    def _cancel_argv(self, job_ids: list[str]) -> list[str]:
+        return ["qdel", *job_ids]
+
+    def _query_argv(self) -> list[str]:
+        return ["qstat", "-xml"]
+
+    def _parse_query(self, stdout: str) -> dict[str, str]:
+        try:
+            root = ElementTree.fromstring(stdout)
+        except ElementTree.ParseError as exc:
+            raise ProvisionerError(f"cluster {self.cluster.name}: qstat -xml printed no valid XML: {exc}") from None
+        jobs = {}
+        for job in root.iter("job_list"):
+            number, state = job.findtext("JB_job_number"), job.findtext("state")
+            if number and state:
+                jobs[number.strip()] = state.strip()
+        return jobs

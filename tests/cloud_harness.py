@@ -1,0 +1,242 @@
+"""The test harness that plays the cloud for the ec2 and libcloud provisioners.
+
+moto's EC2 server (``../shared/recipes/ec2-moto.md``) keeps instances as records and boots
+nothing. :class:`CloudPlayer` makes them real: it polls moto, and for every instance that is
+running it reads the instance's user data, finds the worker command in it (the ``exec`` line every
+template has) and starts that command as a real ``bats-worker`` process; when the instance is
+terminated it kills the worker at once, as a vanishing machine would. :class:`MetadataStandIn`
+is a local HTTP server in place of the instance metadata service, which can serve one spot
+interruption notice.
+
+Run as a program, this module is the master with test-only adjustments made in its process
+(``BATS_TEST_*`` variables): the Libcloud EC2 namespace moto answers with, and injected EC2 errors.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_SESSION_TOKEN": "testing"}
+MASTER = [sys.executable, str(Path(__file__).resolve())]  # bats-master, through main() below
+BATS_MASTER = [sys.executable, "-m", "bats.master.cli"]
+LIBCLOUD_NAMESPACE = "http://ec2.amazonaws.com/doc/2016-11-15"
+
+
+class MotoServer:
+    """moto's EC2 server on 127.0.0.1, in this process."""
+
+    def __init__(self) -> None:
+        import logging
+
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        _host, self.port = self.server.get_host_and_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def client(self):
+        import boto3
+
+        return boto3.client("ec2", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def reset(self) -> None:
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST"), timeout=10)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def moto_fixture():
+    """A pytest fixture body: one moto server for a test module, reset after every test."""
+    server = MotoServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class CloudPlayer:
+    """Starts a real worker for each running instance and kills it when the instance goes."""
+
+    def __init__(self, moto: MotoServer, log_dir: Path, poll_s: float = 0.1) -> None:
+        self.ec2 = moto.client()
+        self.log_dir = log_dir
+        self.poll_s = poll_s
+        self.workers: dict[str, subprocess.Popen] = {}  # instance id -> worker
+        self.started_at: dict[str, float] = {}
+        self.commands: dict[str, list[str]] = {}
+        self.killed: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cloud-player", daemon=True)
+        self.errors: list[str] = []
+
+    def __enter__(self) -> CloudPlayer:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        for proc in self.workers.values():
+            _kill(proc)
+
+    def instances(self) -> list[dict]:
+        found = []
+        for page in self.ec2.get_paginator("describe_instances").paginate():
+            for reservation in page["Reservations"]:
+                found.extend(reservation["Instances"])
+        return found
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._step()
+            except Exception as exc:  # keep playing; the test sees the errors
+                self.errors.append(repr(exc))
+            self._stop.wait(self.poll_s)
+
+    def _step(self) -> None:
+        for instance in self.instances():
+            iid, state = instance["InstanceId"], instance["State"]["Name"]
+            if state == "running" and iid not in self.workers:
+                attribute = self.ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")
+                user_data = base64.b64decode(attribute["UserData"].get("Value", "")).decode()
+                from bats.provisioners.cloud import worker_command
+
+                argv = worker_command(user_data)
+                if argv is None:
+                    self.errors.append(f"{iid}: no worker command in its user data")
+                    self.workers[iid] = subprocess.Popen(["true"])
+                    continue
+                self.commands[iid] = argv
+                log = open(self.log_dir / f"{iid}.log", "ab")
+                self.workers[iid] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                                     start_new_session=True)
+                log.close()
+                self.started_at[iid] = time.monotonic()
+            elif state in ("shutting-down", "terminated", "stopped") and iid in self.workers:
+                proc = self.workers[iid]
+                if proc.poll() is None:
+                    self.killed.append(iid)
+                    _kill(proc)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=10)
+
+
+class MetadataStandIn:
+    """A local HTTP server in place of the instance metadata service: IMDSv2 tokens, and a spot
+    interruption notice served once :meth:`arm` is called, to the first worker that asks."""
+
+    def __init__(self) -> None:
+        stand_in = self
+        self.armed = False
+        self.served: list[str] = []  # the notices served (once)
+        self.asked = 0
+        self._lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:  # noqa: N802 (http.server's naming)
+                if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+                    self._answer(200, b"test-token")
+                else:
+                    self._answer(400, b"")
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.headers.get("X-aws-ec2-metadata-token") != "test-token":
+                    self._answer(401, b"")
+                    return
+                if self.path != "/latest/meta-data/spot/instance-action":
+                    self._answer(404, b"")
+                    return
+                with stand_in._lock:
+                    stand_in.asked += 1
+                    notice = stand_in.armed and not stand_in.served
+                    if notice:
+                        stand_in.served.append(self.path)
+                if notice:
+                    self._answer(200, json.dumps({"action": "terminate", "time": "2030-01-01T00:02:00Z"}).encode())
+                else:
+                    self._answer(404, b"")
+
+            def _answer(self, code: int, body: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _refuse_launches() -> None:
+    """BATS_TEST_EC2_REFUSE="CLUSTER:AFTER:CODE": that cluster's instance launches after the first
+    AFTER fail with the EC2 error CODE, every time (a capacity shortage that does not pass)."""
+    spec = os.environ.get("BATS_TEST_EC2_REFUSE")
+    if not spec:
+        return
+    cluster, after, code = spec.split(":")
+    from botocore.exceptions import ClientError
+
+    from bats.provisioners.ec2 import Ec2Provisioner
+
+    real = Ec2Provisioner._api
+    launches: dict[str, int] = {}
+
+    def refusing(self, operation: str, **params):
+        if self.cluster.name == cluster and operation in ("run_instances", "request_spot_instances"):
+            launches[cluster] = launches.get(cluster, 0) + 1
+            if launches[cluster] > int(after):
+                raise ClientError({"Error": {"Code": code, "Message": "injected by the test"}}, operation)
+        return real(self, operation, **params)
+
+    Ec2Provisioner._api = refusing
+
+
+def main() -> int:
+    if os.environ.get("BATS_TEST_LIBCLOUD_NAMESPACE"):
+        import libcloud.compute.drivers.ec2 as libcloud_ec2
+
+        libcloud_ec2.NAMESPACE = LIBCLOUD_NAMESPACE
+    _refuse_launches()
+    from bats.master.cli import main as master_main
+
+    return master_main(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
