@@ -76,6 +76,22 @@ def add_choice_flags(p: argparse.ArgumentParser) -> None:
                    help="show every option (default: at most 15 well spread, cheapest and fastest included)")
     g.add_argument("--no-sampling", action="store_true",
                    help="no separate sampling phase: sample inside the execution (needs --budget)")
+    g.add_argument("--plot", metavar="FILE.png",
+                   help="draw the options (makespan against cost, the Pareto front, the paper's four "
+                        "schedules, the chosen one) in this PNG file")
+
+
+def check_plot_path(path: str | None) -> None:
+    """``--plot FILE``: its folder must exist (checked before anything runs)."""
+    import os
+
+    if path is None:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--plot {path}: no such folder {folder}")
+    if os.path.isdir(path):
+        raise UsageError(f"--plot {path}: is a folder; give a file name such as options.png")
 
 
 def _deadline_arg(text: str) -> float:

@@ -11,16 +11,20 @@ machines keep working through the ATU already paid for. The terminal is read by 
 
 from __future__ import annotations
 
+import logging
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
 from bats.master.bats_core import BatsCore, Choice, OfferOptions
-from bats.master.options_table import format_options
+from bats.master.options_table import core_profitability, format_options
 from bats.master.planner import Option, spread
+
+log = logging.getLogger(__name__)
 
 PROMPT = "choose an option: an id, cheapest, fastest, or a budget such as $25 (q to stop): "
 
@@ -47,9 +51,12 @@ class Chooser:
         self.out = out if out is not None else sys.stdout
         self._answer: Answer | None = None
         self.before_show: Callable[[], None] | None = None  # e.g. stop a live progress bar
+        self.plot_path: str | None = None  # --plot FILE.png: the options drawn there when offered
+        self.text_plot = self.out.isatty() if hasattr(self.out, "isatty") else False  # beside the table
+        self.chosen_at: float | None = None  # when an option was chosen (the execution starts then)
 
     def offer(self, core: BatsCore, offer: OfferOptions) -> None:
-        self.show(offer)
+        self.show(offer, core)
         if self.choice.plan_only:
             self._answer = StopRun("stopped after the options (--plan-only)")
         elif self.choice.schedule is not None:
@@ -60,15 +67,40 @@ class Chooser:
                 return
             self._answer = Chosen(option, self.choice.cushion)
 
-    def show(self, offer: OfferOptions) -> None:
+    def show(self, offer: OfferOptions, core: BatsCore | None = None) -> None:
         if self.before_show is not None:
             self.before_show()
         shown = list(offer.options) if self.choice.all_options else spread(offer.options)
-        print(format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown)),
-              file=self.out, flush=True)
+        profit = core_profitability(core) if core is not None else None
+        text = format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown),
+                              profit=profit)
+        if self.text_plot:
+            from bats.master.plots import text_plot
+
+            text += "\n\n" + text_plot(offer.options)
+        if self.plot_path:
+            # drawn beside the loop (matplotlib takes a second to load): workers keep being served
+            text += f"\nthe options are drawn in {self.plot_path}"
+            threading.Thread(target=self._write_plot, args=(self.plot_path, offer), name="bats-plot",
+                             daemon=True).start()
+        print(text, file=self.out, flush=True)
+
+    @staticmethod
+    def _write_plot(path: str, offer: OfferOptions) -> None:
+        from bats.master.plots import write_options_png
+
+        try:
+            write_options_png(path, offer.options, tasks=offer.tasks)
+        except OSError as exc:
+            log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 
     def poll(self, core: BatsCore) -> Answer | None:
         answer, self._answer = self._answer, None
+        return self._chosen(answer)
+
+    def _chosen(self, answer: Answer | None) -> Answer | None:
+        if isinstance(answer, Chosen):
+            self.chosen_at = time.time()
         return answer
 
 
@@ -121,7 +153,7 @@ class TerminalChooser(Chooser):
         text = line.strip()
         if self._pending is not None:
             option, self._pending = self._pending, None
-            return Chosen(option, text.lower() in ("y", "yes"))
+            return self._chosen(Chosen(option, text.lower() in ("y", "yes")))
         if text.lower() in ("q", "quit", "stop"):
             return StopRun("stopped at the options by the operator")
         try:
@@ -135,4 +167,4 @@ class TerminalChooser(Chooser):
             self._ask(f"option {option.id} may need a cushion of {option.cushion:.2f} beyond its budget of "
                       f"{option.budget:.2f} for the last tasks; allow it? [y/N] ")
             return None
-        return Chosen(option, self.choice.cushion)
+        return self._chosen(Chosen(option, self.choice.cushion))

@@ -3,6 +3,8 @@
     bats-master --bag FILE [--config FILE] [--state-dir DIR] [--retries N] [--task-timeout DUR] …
     bats-master --resume [--state-dir DIR]
     bats-master results [--state-dir DIR] [--failed] [--format jsonl|csv]
+    bats-master status [--state-dir DIR] [--json]
+    bats-master report [--state-dir DIR] [--html FILE]
     bats-master cleanup [--state-dir DIR]
 
 Exit codes: 0 every task succeeded; 1 some task failed or did not run; 2 bad input.
@@ -29,6 +31,7 @@ from bats.master.args import (
     OneLineArgumentParser,
     UsageError,
     add_choice_flags,
+    check_plot_path,
     choice_from_args,
     duration_arg,
     load_cluster_config,
@@ -47,7 +50,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p = OneLineArgumentParser(
         prog="bats-master",
         description="Run a bag of shell tasks (one per line) on local or rented machines.",
-        epilog="Other commands: 'bats-master results --help', 'bats-master cleanup --help'.",
+        epilog="Other commands: 'bats-master results --help', 'bats-master status --help', "
+               "'bats-master report --help', 'bats-master cleanup --help'.",
     )
     p.add_argument("--bag", metavar="FILE", help="the bag: one shell command per line")
     p.add_argument("--config", metavar="FILE", help="clusters config (TOML); default: local workers, one per core")
@@ -63,6 +67,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--version", action="version", version=f"bats {__version__}")
+    p.add_argument("--dashboard", type=int, metavar="PORT",
+                   help="serve a read-only page with the live figures on http://127.0.0.1:PORT/ (0: a free port)")
     add_choice_flags(p)
     return p
 
@@ -73,6 +79,22 @@ def _results_parser() -> argparse.ArgumentParser:
     p.add_argument("--failed", action="store_true", help="only tasks that failed")
     p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    return p
+
+
+def _status_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master status",
+                              description="Show the live figures of the run going on in a state dir.")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    p.add_argument("--json", action="store_true", help="the figures as JSON (the dashboard's)")
+    return p
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master report",
+                              description="Show a finished run's summary; --html writes a page with its plots.")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML page (figures inlined) here")
     return p
 
 
@@ -123,6 +145,7 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
     if resuming and not given and settings.get("choice"):
         return settings["choice"]
     choice = choice_from_args(args, config)
+    check_plot_path(args.plot)
     if not choice.decided and not _interactive():
         raise UsageError(NO_CHOICE)
     return {"policy": choice.policy, "schedule": choice.schedule, "budget": choice.budget,
@@ -242,12 +265,13 @@ def _bind(config: Config):
 
 
 def run(args: argparse.Namespace) -> int:
+    dashboard = _dashboard(args.dashboard)  # first: a port in use is bad input before the run starts
     journal, bag, config, settings, (_context, sock, bound) = _prepare(args, _bind)
     # imported only now, so that bad input is reported without loading the runtime
     from bats import provisioners
     from bats.master.bats_core import build_core
     from bats.master.choosing import Chooser, TerminalChooser
-    from bats.master.progress import ProgressView
+    from bats.master.live import LiveView, Watch
     from bats.master.report import build_report, summary, write_report
     from bats.master.server import Server
     from bats.provisioners.base import Bootstrap, ProvisionerError
@@ -276,23 +300,31 @@ def run(args: argparse.Namespace) -> int:
             log.warning(
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
                 len(finished), len(bag))
-        view = None if args.quiet else ProgressView(len(bag), core.done + core.failed)
+        view = None if args.quiet else LiveView(log_every_s=_log_every(core))
+        earlier_spent = sum(row["cost"] for row in journal.machines() if row["session"] < session)
+        watch = Watch(time.time(), core.done + core.failed, view, _control(args.state_dir, journal.run_id),
+                      earlier_spent)
+        if dashboard is not None:
+            dashboard.figures = watch.current
         chooser = None
         if choice.policy == "bats":
             chooser = (TerminalChooser(choice, settings["choice"].get("cushion_given", False))
                        if not choice.decided else Chooser(choice))
             if view is not None:
-                chooser.before_show = view.close  # the table and prompt replace the live bar
+                chooser.before_show = view.pause  # the table and prompt replace the live view
+            chooser.plot_path = args.plot
         server = Server(core, bag, config, journal, plugins, sock, session,
-                        task_timeout_s=settings["task_timeout_s"], on_tick=view.update if view else None,
-                        chooser=chooser)
+                        task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser)
         try:
             finish = server.run()
+            watch.finish(server)
         finally:
-            if view is not None:
-                view.close()
+            watch.close()
+            if dashboard is not None:
+                dashboard.close()
             sock.close(linger=0)
         report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
+        _redraw_plot(args.plot, core)
         if server.plan_s is not None:
             report["timings"] = {"plan_s": server.plan_s}
         report_path = args.report or str(Path(args.state_dir) / "report.json")
@@ -334,6 +366,53 @@ def _resumed_choice(journal, stored: dict, session: int):
     return Choice(policy="bats", budget=max(left, 1e-9), cushion=False)
 
 
+def _dashboard(port: int | None):
+    if port is None:
+        return None
+    from bats.master.dashboard import Dashboard
+
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--dashboard {port}: not a port number (0 to 65535; 0 picks a free one)")
+    try:
+        dashboard = Dashboard(port, lambda: None)
+    except OSError as exc:
+        raise UsageError(f"--dashboard {port}: cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    print(f"bats-master: dashboard on {dashboard.url}", file=sys.stderr, flush=True)
+    return dashboard
+
+
+def _log_every(core) -> float:
+    """Without a terminal: one progress line per BaTS monitoring interval (every few seconds
+    when there is no budget to monitor)."""
+    from bats.master.live import LOG_EVERY_S
+
+    settings = getattr(core, "settings", None)
+    return getattr(settings, "monitor_interval_s", None) or LOG_EVERY_S
+
+
+def _control(state_dir: str, run_id: str):
+    """The socket ``bats-master status`` asks; a run goes on without it if it cannot be made."""
+    import zmq
+    from bats.master.status import ControlServer
+
+    try:
+        return ControlServer(state_dir, run_id)
+    except (zmq.ZMQError, OSError) as exc:
+        log.warning("'bats-master status' will not answer for this run: %s", exc)
+        return None
+
+
+def _redraw_plot(path: str | None, core) -> None:
+    """``--plot``: once the run is over, draw the options again with the chosen one circled."""
+    options, selected = getattr(core, "options", None), getattr(core, "selected", None)
+    if not path or not options or selected is None:
+        return
+    from bats.master.plots import write_options_png
+
+    try:
+        write_options_png(path, options, chosen=selected.id, tasks=core.tasks_at_plan)
+    except OSError as exc:
+        log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -> None:
     """A resumed run first terminates the machines earlier sessions left running (a master that
     crashed could not), and counts the ATUs they began meanwhile into their journaled cost."""
@@ -432,6 +511,40 @@ def results(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
+def status(argv: Sequence[str]) -> int:
+    """Exit 0 with the figures of the run going on; 1 with one line saying why there are none."""
+    import json
+
+    from bats.master.live import status_text
+    from bats.master.status import StatusError, ask
+
+    args = _status_parser().parse_args(argv)
+    try:
+        figures = ask(args.state_dir)
+    except StatusError as exc:
+        print(f"bats-master status: {exc}", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    print(json.dumps(figures, indent=2) if args.json else status_text(figures, args.state_dir))
+    return EXIT_OK
+
+
+def report_command(argv: Sequence[str]) -> int:
+    from bats.master.html_report import ReportError, load_report, write_html
+    from bats.master.report import summary
+
+    args = _report_parser().parse_args(argv)
+    try:
+        report = load_report(args.state_dir)
+        if args.html:
+            write_html(args.state_dir, args.html)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    print(summary(report, str(Path(args.state_dir) / "report.json")))
+    if args.html:
+        print(f"  html      {args.html}")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from bats.master.journal import JournalError
 
@@ -440,6 +553,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] == "results":
             _setup_logging(0, True)
             return results(argv[1:])
+        if argv and argv[0] == "report":
+            _setup_logging(0, True)
+            return report_command(argv[1:])
+        if argv and argv[0] == "status":
+            _setup_logging(0, True)
+            return status(argv[1:])
         if argv and argv[0] == "cleanup":
             _setup_logging(0, True)
             return cleanup(argv[1:])

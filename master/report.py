@@ -44,7 +44,7 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
         earlier_sampling = (plan.get("sampling_cost") or 0.0) if chosen_before else 0.0
         cost["sampling"] = earlier_sampling + figures["cost"]["sampling"]
         cost["execution"] = round(total - cost["sampling"], 9)  # as BatsCore.report: no float noise
-    return {
+    report = {
         "run_id": journal.run_id,
         "status": finish.status,
         "reason": finish.reason,
@@ -63,6 +63,47 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
         },
         "machines": machines,
         "master": _master_usage(),
+    }
+    add_analysis(report, journal.meta.get("plan_chosen_at"), end)
+    return report
+
+
+def add_analysis(report: dict[str, Any], chosen_at: float | None, end: float | None) -> None:
+    """Add ``by_cluster`` (one row per cluster) and, once a plan was executed, ``predicted_vs_actual``:
+    the chosen option's makespan and cost (the execution phase, seed 000 §4.3) against what the
+    execution took (from the choice, ``chosen_at``, to ``end``, the last result) and cost."""
+    estimates = report.get("estimates") or {}
+    rows: dict[str, dict[str, Any]] = {}
+    for name in report.get("clusters", {}):
+        rows[name] = {"machines": 0, "tasks": 0, "busy_s": 0.0, "uptime_s": 0.0, "atus": 0, "cost": 0.0}
+    for m in report["machines"]:
+        row = rows.setdefault(m["cluster"], {"machines": 0, "tasks": 0, "busy_s": 0.0, "uptime_s": 0.0,
+                                             "atus": 0, "cost": 0.0})
+        row["machines"] += 1
+        row["tasks"] += m["nt"]
+        row["busy_s"] += m["rt_s"]
+        row["uptime_s"] += m["uptime_s"]
+        row["atus"] += m["atus"]
+        row["cost"] += m["cost"]
+    for name, row in rows.items():
+        row["mean_task_s"] = row["busy_s"] / row["tasks"] if row["tasks"] else None
+        row["estimated_mean_s"] = (estimates.get(name) or {}).get("mean_s")
+        row["utilisation"] = row["busy_s"] / row["uptime_s"] if row["uptime_s"] else None
+    report["by_cluster"] = rows
+    selected = report.get("selected")
+    if not selected:
+        return
+    cost = report["cost"]
+    actual_cost = cost.get("execution", cost["total"])
+    sampling = cost.get("sampling", 0.0) if "execution" in cost else 0.0
+    actual_makespan = max(0.0, end - chosen_at) if chosen_at is not None and end is not None else None
+    report["predicted_vs_actual"] = {
+        "execution": {"makespan_s": {"predicted": selected["makespan_s"], "actual": actual_makespan},
+                      "cost": {"predicted": selected["cost"], "actual": actual_cost}},
+        "run": {"makespan_s": {"predicted": None if actual_makespan is None
+                               else report["makespan_s"] - actual_makespan + selected["makespan_s"],
+                               "actual": report["makespan_s"]},
+                "cost": {"predicted": sampling + selected["cost"], "actual": cost["total"]}},
     }
 
 
@@ -98,12 +139,69 @@ def summary(report: dict[str, Any], report_path: str) -> str:
         entry[1] += m["nt"]
     for name, (count, nt) in per_cluster.items():
         lines.append(f"  {name:<9} {count} machine(s), {nt} task run(s)")
+    lines.extend(_predicted_lines(report))
+    lines.extend(_cluster_table(report))
+    lines.extend(_machine_table(report))
     not_run = tasks.get("not_run_ids")
     if not_run:
         shown = ", ".join(map(str, not_run[:10])) + (f" and {len(not_run) - 10} more" if len(not_run) > 10 else "")
         lines.append(f"  not run   task(s) {shown} (bag line numbers)")
     lines.append(f"  report    {report_path}")
     return "\n".join(lines)
+
+
+def _predicted_lines(report: dict[str, Any]) -> list[str]:
+    """The plan's prediction against what happened (the execution phase)."""
+    pva = (report.get("predicted_vs_actual") or {}).get("execution")
+    if not pva:
+        return []
+    ms, cost = pva["makespan_s"], pva["cost"]
+    actual_ms = format_duration(ms["actual"]) if ms["actual"] is not None else "-"
+    return ["  predicted against actual (execution phase):",
+            f"            makespan {format_duration(ms['predicted'])} -> {actual_ms}, "
+            f"cost {cost['predicted']:.4f} -> {cost['actual']:.4f}"]
+
+
+def _table(headers: list[str], rows: list[list[str]], indent: str = "    ") -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+
+    def render(cells: list[str]) -> str:
+        return indent + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                  for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [render(headers), *(render(r) for r in rows)]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else format_duration(value)
+
+
+def _cluster_table(report: dict[str, Any]) -> list[str]:
+    clusters = report.get("by_cluster") or {}
+    if not clusters or not any(row["machines"] for row in clusters.values()):
+        return []
+    rows = [[name, str(r["machines"]), str(r["tasks"]), _seconds(r["mean_task_s"]), _seconds(r["estimated_mean_s"]),
+             "-" if r["utilisation"] is None else f"{100 * r['utilisation']:.0f}%", str(r["atus"]), f"{r['cost']:.4f}"]
+            for name, r in clusters.items() if r["machines"]]
+    return ["  per cluster:", *_table(["cluster", "machines", "tasks", "mean task", "estimated", "busy", "ATUs",
+                                       "cost"], rows)]
+
+
+MACHINES_SHOWN = 12
+
+
+def _machine_table(report: dict[str, Any]) -> list[str]:
+    machines = report["machines"]
+    if not machines:
+        return []
+    rows = [[m["id"], m["cluster"], str(m["nt"]), _seconds(m["rt_s"]), _seconds(m["uptime_s"]), str(m["atus"]),
+             f"{m['cost']:.4f}", str(m.get("release_reason") or m.get("state") or "")]
+            for m in machines[:MACHINES_SHOWN]]
+    lines = ["  per machine:", *_table(["machine", "cluster", "tasks", "busy", "uptime", "ATUs", "cost", "why it went"],
+                                       rows)]
+    if len(machines) > MACHINES_SHOWN:
+        lines.append(f"    ... and {len(machines) - MACHINES_SHOWN} more in the report")
+    return lines
 
 
 def _budget_lines(report: dict[str, Any]) -> list[str]:

@@ -421,9 +421,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bats.master.options_table import format_options
+    from bats.master.args import check_plot_path
+    from bats.master.options_table import core_profitability, format_options
     from bats.master.planner import spread
-    from bats.master.report import summary, write_report
+    from bats.master.report import add_analysis, summary, write_report
     from bats.master.runtimes import parse_runtimes
 
     if args.tasks < 1:
@@ -437,6 +438,7 @@ def run(args: argparse.Namespace) -> int:
     distribution = parse_runtimes(args.runtimes)
     config = load_cluster_config(args.config, args.workers)
     choice = choice_from_args(args, config)
+    check_plot_path(args.plot)
     if not choice.decided:
         raise UsageError(NO_CHOICE)
     seed = args.seed if args.seed is not None else secrets.randbits(32)
@@ -445,6 +447,7 @@ def run(args: argparse.Namespace) -> int:
                    fail_rate=args.fail_rate, choice=choice)
     wall = time.perf_counter() - started
     report = sim.report({"seed": seed, "runtimes": args.runtimes, "config": config.source})
+    add_analysis(report, None, None)  # the per-cluster table; virtual time keeps no choice instant
     if sim.plan_s is not None:
         report["timings"] = {"plan_s": sim.plan_s}
     report_path = "(not written; add --report FILE)"
@@ -460,10 +463,34 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(core, b.BatsCore) and core.options:
             estimates = {name: (e["mean_s"], e["sd_s"]) for name, e in report["estimates"].items()}
             shown = core.options if choice.all_options else spread(core.options)
-            print(format_options(shown, estimates, core.tasks_at_plan, hidden=len(core.options) - len(shown)))
+            print(format_options(shown, estimates, core.tasks_at_plan, hidden=len(core.options) - len(shown),
+                                 profit=core_profitability(core)))
+            if sys.stdout.isatty():
+                from bats.master.plots import text_plot
+
+                print("\n" + text_plot(core.options))
         print(summary(report, report_path))
         print(f"  simulated {sim.events} events in {wall:.2f} s wall (seed {seed})")
+    _plot(args.plot, sim.core)
     return EXIT_OK if sim.finish is not None and sim.finish.status == "done" else EXIT_INCOMPLETE
+
+
+def _plot(path: str | None, core: c.Core) -> None:
+    """``--plot FILE.png``: the options offered, the chosen one circled."""
+    options = getattr(core, "options", None)
+    if not path:
+        return
+    if not options:
+        log.warning("--plot %s: no options were offered (no sampling phase), nothing drawn", path)
+        return
+    from bats.master.plots import write_options_png
+
+    selected = getattr(core, "selected", None)
+    try:
+        write_options_png(path, options, chosen=selected.id if selected else None,
+                          tasks=getattr(core, "tasks_at_plan", None))
+    except OSError as exc:
+        log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -152,11 +152,16 @@ def test_interactive_prompt_on_a_terminal(tmp_path):
             return b"y\n"
         return None
 
-    code, text = run_on_terminal([*MASTER, "--bag", str(bag), "--config", str(config)], tmp_path, operator)
+    plot = tmp_path / "options.png"
+    code, text = run_on_terminal([*MASTER, "--bag", str(bag), "--config", str(config), "--plot", str(plot)],
+                                 tmp_path, operator)
     # the prompt is what is tested; on a loaded machine the 4-second ATUs can run out of money
     # before the last tasks (exit 1, within the budget), which check_money covers too
     assert code == 0 or (code == 1 and "the budget is spent" in text), text
     assert "no option 99" in text and ("DONE" in text or "INCOMPLETE" in text)
+    # the table's profitability row, the text plot beside it on a terminal, and the picture
+    assert "profitability" in text and "cost against makespan" in text and "drawn in" in text
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
     report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
     assert report["selected"]["label"] == "cheapest" or "cheapest" in report["selected"]["also"]
     check_money(report)

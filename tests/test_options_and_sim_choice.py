@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from bats.master.options_table import format_options
+from bats.master.options_table import format_options, profitability
 from bats.master.planner import Option
 from bats.master.sim import main
 
@@ -26,7 +26,10 @@ def test_options_table_snapshot():
         option(3, "pareto", {"cluster1": 32, "cluster2": 32}, 12500.0, 768.0, pareto=True),
         option(4, "fastest", {"cluster1": 32, "cluster2": 32}, 12500.0, 768.0, pareto=False),
     ]
-    text = format_options(options, {"cluster1": (900.0, 134.0), "cluster2": (225.0, 33.5)}, 970)
+    estimates = {"cluster1": (900.0, 134.0), "cluster2": (225.0, 33.5)}
+    profit = profitability(estimates, {"cluster1": 3.0 / 3600, "cluster2": 9.0 / 3600})
+    assert profit == pytest.approx({"cluster1": 1.0, "cluster2": 4 / 3})  # seed 000's S3-4: 4x as fast, 3x the price
+    text = format_options(options, estimates, 970, profit=profit)
     assert text == (
         "estimated mean task runtime: cluster1 15m00s (sd 2m14s); cluster2 3m45s (sd 34s)\n"
         "options for the 970 task(s) left (* = Pareto-optimal):\n"
@@ -34,8 +37,17 @@ def test_options_table_snapshot():
         " 1  cheapest *                  0        29  8 ATU (7h34m)  513.00    10.26\n"
         " 2  +20%, fastest-20% *         4        29  7 ATU (6h52m)  582.00        -\n"
         " 3  pareto *                   32        32  4 ATU (3h28m)  768.00        -\n"
-        " 4  fastest                    32        32  4 ATU (3h28m)  768.00        -"
+        " 4  fastest                    32        32  4 ATU (3h28m)  768.00        -\n"
+        "    profitability            1.00      1.33"
     )
+
+
+def test_profitability_follows_seed_000_and_skips_free_clusters():
+    # S4-1: four times the price, the same speed; the base is the cheapest cluster, whatever its order
+    assert profitability({"a": (60.0, 1.0), "b": (60.0, 1.0)}, {"a": 12.0, "b": 3.0}) == {"a": 0.25, "b": 1.0}
+    assert profitability({"local": (10.0, 1.0)}, {"local": 0.0}) is None
+    # a free cluster has no profitability; the others are measured against the cheapest paid one
+    assert profitability({"free": (10.0, 1.0), "paid": (5.0, 1.0)}, {"free": 0.0, "paid": 1.0}) == {"paid": 1.0}
 
 
 def test_sim_without_a_choice_is_exit_2(capsys):
