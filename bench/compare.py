@@ -26,9 +26,9 @@ On each setting the policies are
   (0.75/0.75);
 - self-scheduling on every machine (``--policy self``, budget-oblivious) and a naive fixed pool
   (half of every cluster's ``max``, rounded up, self-scheduled);
-- offer composition (seed 002, ``--policy offers``) when the bench can run it: every cluster a
-  pool without background load that makes offers, ``task_runtime`` the bag's mean on the slowest
-  cluster, the deadline BaTS's Sched4 makespan.
+- offer composition (seed 002, ``--policy offers``): every cluster a pool without background load
+  that makes offers (EDF, master/offer_gen.py), ``task_runtime`` the bag's mean runtime on a
+  machine of speed 1 (each pool divides it by its speed), the deadline BaTS's Sched4 makespan.
 
 Policies without a budget show "–" under "budget respected". The reading under each table is
 generated from the numbers. The header (date, commit, machine, wall time) is the only part that
@@ -56,6 +56,7 @@ from typing import Any
 from bats.common.config import Config
 from bats.master.args import load_cluster_config
 from bats.master.bats_events import Choice
+from bats.master.offers_core import offers_config
 from bats.master.planner import Option, spread
 from bats.master.runtimes import parse_runtimes
 from bats.master.sim import simulate
@@ -159,13 +160,9 @@ def adaptive_config(config: Config, ratio: float) -> Config:
 
 
 def offers_rows(setting: Setting, config: Config, tasks: int, seed: int, deadline_s: float,
-                slowest_mean_s: float) -> list[Row]:
-    """Seed 002's offer composition, when this checkout has it (``--policy offers``)."""
-    try:
-        from bats.master.offers_core import offers_config
-    except ImportError:
-        return []
-    cfg = offers_config(config, task_runtime_s=slowest_mean_s)
+                base_mean_s: float) -> list[Row]:
+    """Seed 002's offer composition (``--policy offers``), pools without background load."""
+    cfg = offers_config(config, task_runtime_s=base_mean_s)
     report = _run(cfg, setting, tasks, seed, Choice(policy="offers", deadline=deadline_s))
     composite = report.get("offers", {}).get("composite") or {}
     met = report.get("offers", {}).get("met")
@@ -215,8 +212,7 @@ def run_setting(setting: Setting, tasks: int, seed: int) -> list[Row]:
         import numpy as np
 
         base = parse_runtimes(setting.runtimes).sample(np.random.default_rng(seed), tasks)
-        slowest = float(base.mean()) / min(cl.speed for cl in config.clusters.values())
-        rows.extend(offers_rows(setting, config, tasks, seed, float(math.ceil(fastest[0])), slowest))
+        rows.extend(offers_rows(setting, config, tasks, seed, float(math.ceil(fastest[0])), float(base.mean())))
     return rows
 
 
