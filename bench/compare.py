@@ -344,6 +344,12 @@ def reading(rows: Sequence[Row]) -> list[str]:
         ref = bats.get(sched)
         if ref is not None:
             out.append(f"{r.label}: {money(r.cost)}, {_pct(r.cost, ref.cost)} BaTS {sched}'s {money(ref.cost)}.")
+    top = bats.get("Sched4")
+    for r in rows:
+        if r.policy == "Offers" and r.status == "done" and top is not None and top.status == "done":
+            out.append(f"{r.label}: {money(r.cost)}, {_pct(r.cost, top.cost)} BaTS Sched4's {money(top.cost)}, "
+                       f"{_faster(r.makespan_s, top.makespan_s)} it (offers ignore prices and "
+                       "need no sampling phase).")
     base = bats.get("Sched1")
     for r in rows:
         if r.policy in ("Adaptive", "Self", "Fixed pool") and r.status == "done" and base is not None \

@@ -34,7 +34,7 @@ def test_one_setting_small_bag_has_every_policy_and_is_deterministic(compare, tm
     assert "| policy | makespan | cost | budget or deadline | respected | tasks done | machines used |" in text
     for label in ("BaTS Sched1 (cheapest)", "BaTS Sched4 (fastest)", "Pareto option", "Deadline ILP at Sched1",
                   "Adaptive, conservative", "Adaptive, aggressive", "Self-scheduling, every machine",
-                  "Fixed pool, half of each cluster"):
+                  "Fixed pool, half of each cluster", "Offers, OffersWith"):
         assert f"| {label}" in text, label
     bats_rows = [line for line in text.splitlines() if line.startswith(("| BaTS", "| Pareto")) and "not offered" not in line]
     assert bats_rows and all("| yes |" in line for line in bats_rows)
