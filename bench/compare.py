@@ -110,6 +110,7 @@ class Row:
     done: int
     total: int
     machines: int  # machines the run ever had
+    reason: str = ""  # why the run ended (the report's reason)
 
 
 def _run(config: Config, setting: Setting, tasks: int, seed: int, choice: Choice) -> dict[str, Any]:
@@ -121,7 +122,7 @@ def _row(setting: Setting, policy: str, label: str, report: dict[str, Any], limi
          respected: bool | None) -> Row:
     return Row(setting.key, policy, label, str(report["status"]), float(report["makespan_s"]),
                float(report["cost"]["total"]), limit, respected, int(report["tasks"]["done"]),
-               int(report["tasks"]["total"]), len(report["machines"]))
+               int(report["tasks"]["total"]), len(report["machines"]), str(report.get("reason", "")))
 
 
 def _bats_row(setting: Setting, label: str, report: dict[str, Any], policy: str = "BaTS") -> Row:
@@ -322,7 +323,7 @@ def reading(rows: Sequence[Row]) -> list[str]:
         out.append("BaTS offered no option for " + ", ".join(r.label.removeprefix("BaTS ") for r in absent)
                    + " (no option carries that label, so it was not run).")
     if undone:
-        out.append("Not complete: " + "; ".join(f"{r.label} ({r.done:,} of {r.total:,} tasks, {r.status})"
+        out.append("Not complete: " + "; ".join(f"{r.label} ({r.done:,} of {r.total:,} tasks, {r.status}: {r.reason})"
                                                   for r in undone) + ".")
     broken = [r for r in rows if r.respected is False]
     budgeted = [r for r in rows if r.respected is not None and r.policy in ("BaTS", "Pareto")]

@@ -398,9 +398,11 @@ def load_config(
 
 
 def _read_policy(source: str, raw: Any, clusters: dict[str, ClusterConfig]) -> PolicyConfig:
-    """``[policy.adaptive]`` and ``[policy.deadline]`` (master/adaptive_core.py, master/deadline_core.py)."""
+    """``[policy.adaptive]``, ``[policy.deadline]`` and ``[policy.offers]`` (master/adaptive_core.py,
+    master/deadline_core.py, master/offers_core.py)."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: [policy]: must be a table of [policy.adaptive] and [policy.deadline]")
+        raise ConfigError(f"{source}: [policy]: must be a table of [policy.adaptive], [policy.deadline] "
+                          "and [policy.offers]")
     tables = {"adaptive": _ADAPTIVE_KEYS, "deadline": _DEADLINE_KEYS, "offers": _OFFERS_KEYS}
     values: dict[str, dict[str, Any]] = {}
     for name, table in raw.items():

@@ -119,6 +119,7 @@ class OffersCore(c.Core):
         usable = tuple(o for o in ev.offers if o.pool in self.clusters and self.clusters[o.pool].max > 0
                        and o.tasks > 0)
         self.offers = usable
+        log.debug("offers made: %s", usable)
         left = self.settings.deadline_s - (ev.now - self.asked_at)
         composite = compose(usable, self.remaining, left, self.capacity()) if self.remaining else None
         if composite is None:

@@ -12,7 +12,7 @@ import pytest
 from bats.common.config import ClusterConfig, ConfigError, load_config
 from bats.master import core as c
 from bats.master.bats_events import Choice, Notify
-from bats.master.offer_gen import EdfPool, background_job, generate_offers, pool_at, sizes_of
+from bats.master.offer_gen import EdfPool, PoolJob, background_job, generate_offers, pool_at, sizes_of
 from bats.master.offers import Offer
 from bats.master.offers_core import SHARE_DONE, AskOffers, OffersCore, OffersMade, OffersSettings
 from bats.master.runtimes import parse_runtimes
@@ -68,8 +68,6 @@ def test_jobs_still_to_come_are_not_known_to_the_offer():
 def test_a_released_machine_frees_its_slot_and_a_waiting_one_starts():
     pool = EdfPool(1)
     pool.submit(background_job(0, 1, 50))
-    from bats.master.offer_gen import PoolJob
-
     pool.submit(PoolJob(0, 1, float("inf"), 10.0, 1, "m1"))
     assert pool.started == [(0.0, "")] and pool.waiting("m1") == 1
     pool.advance(50.0)
