@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench paper install clean
+.PHONY: demo test bench paper compare install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ bench: $(STAMP)
 paper: $(STAMP)
 	$(PY) bench/paper.py
 	$(PY) bench/paper_pareto.py
+
+# every policy (BaTS's four schedules, Pareto options, deadline ILP, adaptive, self-scheduling, a fixed
+# pool, offers) on seed 000's five scenarios and seed 003's three workloads: docs/policies.md (about a minute)
+compare: $(STAMP)
+	$(PY) bench/compare.py
 
 clean:
 	rm -rf $(VENV) bats-run build *.egg-info

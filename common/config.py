@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bats.common.background import BackgroundJob, BackgroundTraceError, load_background
 from bats.common.durations import parse_duration
 from bats.common.prices import PriceTrace, PriceTraceError, load_trace
 from bats.common.textfiles import UnreadableText, read_utf8
@@ -90,9 +91,18 @@ class DeadlineConfig:
 
 
 @dataclass(frozen=True)
+class OffersConfig:
+    """``[policy.offers]``: seed 002's offer composition (§III-IV, master/offers_core.py)."""
+
+    task_runtime_s: float | None = None  # the bag's estimated runtime per task, told to the pools
+    publish_capacity: bool = False  # pools publish their total capacity: OffersWithDPLB, not PLB
+
+
+@dataclass(frozen=True)
 class PolicyConfig:
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     deadline: DeadlineConfig = field(default_factory=DeadlineConfig)
+    offers: OffersConfig = field(default_factory=OffersConfig)
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,7 @@ class ClusterConfig:
     market: str = "on-demand"  # or "spot": the price moves (price_trace) and a machine may be interrupted
     price_trace: PriceTrace | None = None  # spot: how the price moves from the start of the run
     bid: float | None = None  # spot: a machine is interrupted while the price is above it (None: never)
+    background: tuple[BackgroundJob, ...] | None = None  # a shared pool's own jobs (offers, seed 002)
 
     @property
     def spot(self) -> bool:
@@ -176,6 +187,10 @@ _ADAPTIVE_KEYS = {
 _DEADLINE_KEYS = {
     "interval": ("duration", 600.0),
 }
+_OFFERS_KEYS = {
+    "task_runtime": ("duration", None),
+    "publish_capacity": ("bool", False),
+}
 _CLUSTER_KEYS = {
     "provisioner": ("str", None),
     "max": ("count", None),
@@ -187,6 +202,7 @@ _CLUSTER_KEYS = {
     "price_trace": ("str", None),  # spot: CSV of offset, price (relative to this file)
     "bid": ("money", None),  # spot: interrupted while the price is above it
     "on_demand_price": ("money", None),  # spot: its on-demand twin's price, the default bid
+    "background_trace": ("str", None),  # a shared pool's own jobs: CSV of submit, slots, runtime
 }
 
 
@@ -352,6 +368,17 @@ def load_config(
                 trace = load_trace(trace_path)
             except PriceTraceError as exc:
                 raise ConfigError(f"{source}: [{table}] price_trace: {exc}") from None
+        background = None
+        if "background_trace" in values:
+            trace_path = os.path.join(os.path.dirname(os.path.abspath(source)), values["background_trace"])
+            try:
+                background = load_background(trace_path)
+            except BackgroundTraceError as exc:
+                raise ConfigError(f"{source}: [{table}] background_trace: {exc}") from None
+            wide = next((j for j in background if j.slots > values["max"]), None)
+            if wide is not None:
+                raise ConfigError(f"{source}: [{table}] background_trace: {trace_path}:{wide.line}: "
+                                  f"{wide.slots} slots, more than the pool's max = {values['max']}")
         clusters[name] = ClusterConfig(
             name=name,
             provisioner=provisioner,
@@ -364,21 +391,24 @@ def load_config(
             market=market,
             price_trace=trace,
             bid=values.get("bid", values.get("on_demand_price")),
+            background=background,
         )
     policy = _read_policy(source, doc.get("policy", {}), clusters)
     return Config(master=master, clusters=clusters, source=source, sampling=sampling, policy=policy)
 
 
 def _read_policy(source: str, raw: Any, clusters: dict[str, ClusterConfig]) -> PolicyConfig:
-    """``[policy.adaptive]`` and ``[policy.deadline]`` (master/adaptive_core.py, master/deadline_core.py)."""
+    """``[policy.adaptive]``, ``[policy.deadline]`` and ``[policy.offers]`` (master/adaptive_core.py,
+    master/deadline_core.py, master/offers_core.py)."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: [policy]: must be a table of [policy.adaptive] and [policy.deadline]")
-    tables = {"adaptive": _ADAPTIVE_KEYS, "deadline": _DEADLINE_KEYS}
+        raise ConfigError(f"{source}: [policy]: must be a table of [policy.adaptive], [policy.deadline] "
+                          "and [policy.offers]")
+    tables = {"adaptive": _ADAPTIVE_KEYS, "deadline": _DEADLINE_KEYS, "offers": _OFFERS_KEYS}
     values: dict[str, dict[str, Any]] = {}
     for name, table in raw.items():
         if name not in tables or not isinstance(table, dict):
             raise ConfigError(f"{source}: [policy.{_name(name)}]: unknown policy table "
-                              "(expected [policy.adaptive] or [policy.deadline])")
+                              "(expected [policy.adaptive], [policy.deadline] or [policy.offers])")
         values[name] = _read_table(source, f"policy.{name}", table, tables[name])
     adaptive = values.get("adaptive", {})
     if adaptive.get("host_processing_time") == 0:
@@ -386,6 +416,9 @@ def _read_policy(source: str, raw: Any, clusters: dict[str, ClusterConfig]) -> P
     if "cluster" in adaptive and adaptive["cluster"] not in clusters:
         raise ConfigError(f"{source}: [policy.adaptive] cluster: no cluster {adaptive['cluster']!r} "
                           f"(clusters: {', '.join(clusters)})")
+    offers = values.get("offers", {})
+    if offers.get("task_runtime") == 0:
+        raise ConfigError(f"{source}: [policy.offers] task_runtime: must be longer than 0 seconds")
     deadline = values.get("deadline", {})
     if deadline.get("interval") == 0:
         raise ConfigError(f"{source}: [policy.deadline] interval: must be longer than 0 seconds")
@@ -394,4 +427,6 @@ def _read_policy(source: str, raw: Any, clusters: dict[str, ClusterConfig]) -> P
                                 increase_ratio=adaptive.get("increase_ratio", 0.5),
                                 host_processing_time_s=adaptive.get("host_processing_time"),
                                 cluster=adaptive.get("cluster")),
-        deadline=DeadlineConfig(interval_s=deadline.get("interval", 600.0)))
+        deadline=DeadlineConfig(interval_s=deadline.get("interval", 600.0)),
+        offers=OffersConfig(task_runtime_s=offers.get("task_runtime"),
+                            publish_capacity=offers.get("publish_capacity", False)))

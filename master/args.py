@@ -55,9 +55,10 @@ def load_cluster_config(path: str | None, workers: int | None) -> Config:
 def add_choice_flags(p: argparse.ArgumentParser) -> None:
     """The flags that decide how BaTS spends money; ``bats-master`` and ``bats-sim`` share them."""
     g = p.add_argument_group("budget (BaTS)")
-    g.add_argument("--policy", choices=("auto", "bats", "self", "adaptive"), default="auto",
+    g.add_argument("--policy", choices=("auto", "bats", "self", "adaptive", "offers"), default="auto",
                    help="bats: sample, offer options, run within budget; self: every machine, no budget; "
-                        "adaptive: seed 001's host heuristic ([policy.adaptive]); "
+                        "adaptive: seed 001's host heuristic ([policy.adaptive]); offers (with --deadline): "
+                        "split the bag across pools by composing their offers (seed 002, [policy.offers]); "
                         "auto (default): bats when some cluster has a price")
     g.add_argument("--deadline", type=_deadline_arg, metavar="DURATION",
                    help="after sampling, run the cheapest plan that finishes within DURATION of the start "
@@ -127,7 +128,16 @@ def choice_from_args(args: argparse.Namespace, config: Config):
         raise UsageError("--plan-only shows the options after sampling; --budget skips them")
     policy = args.policy
     deadline = getattr(args, "deadline", None)
-    if deadline is not None:
+    if policy == "offers":
+        if deadline is None:
+            raise UsageError("--policy offers needs --deadline DURATION (the pools make offers for a deadline)")
+        if args.schedule or args.budget is not None or args.plan_only or args.no_sampling:
+            raise UsageError("--policy offers has no options or budget: drop --schedule, --budget, --plan-only "
+                             "and --no-sampling (its parameters are in [policy.offers])")
+        if config.policy.offers.task_runtime_s is None:
+            raise UsageError(f"{config.source}: [policy.offers] task_runtime: required with --policy offers "
+                             "(the estimated runtime of one task, told to the pools)")
+    elif deadline is not None:
         if policy not in ("auto", "bats") or args.schedule or args.budget is not None or args.no_sampling:
             raise UsageError("--deadline chooses the plan itself; it does not go with --policy self|adaptive, "
                              "--schedule, --budget or --no-sampling")

@@ -106,7 +106,7 @@ def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choi
                **kwargs: Any) -> c.Core:
     """The core a run needs: :class:`BatsCore` for the BaTS policy, else the self-scheduling one."""
     kwargs.setdefault("max_machines", config.master.max_machines)
-    if choice.policy in ("deadline", "adaptive"):  # the other seeds' policies (issue 5)
+    if choice.policy in ("deadline", "adaptive", "offers"):  # the other seeds' policies (issue 5)
         from bats.master.policies import build_policy_core
         return build_policy_core(task_ids, config, rng, choice, **kwargs)
     if choice.policy != "bats":

@@ -61,14 +61,14 @@ class BatsSettings:
 class Choice:
     """How the operator decides (the command-line flags): see ``bats-master --help``."""
 
-    policy: str = "bats"  # "bats", "self" (every machine, no budget), "deadline" or "adaptive" (issue 5)
+    policy: str = "bats"  # "bats", "self" (every machine, no budget), "deadline", "adaptive" or "offers" (issue 5)
     schedule: str | None = None  # cheapest, fastest, an option id or a budget ("$25"), after sampling
     budget: float | None = None  # up front: implicit sampling, this budget covers everything
     cushion: bool = False
     plan_only: bool = False
     planner: str = "exact"  # the Pareto set: "exact" (planner.py) or "ga" (seed 003's genetic algorithm)
     all_options: bool = False  # show every option, not at most 15 well-spread ones
-    deadline: float | None = None  # --deadline: seconds from the start (policy "deadline")
+    deadline: float | None = None  # --deadline: seconds from the start (policies "deadline" and "offers")
 
     @property
     def decided(self) -> bool:

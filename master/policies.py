@@ -1,7 +1,8 @@
 """The cores of the other seeds' policies (issue 5), built from the config and the flags:
-``--deadline`` (:mod:`bats.master.deadline_core`, seed 004) and ``--policy adaptive``
-(:mod:`bats.master.adaptive_core`, seed 001). :func:`bats.master.bats_core.build_core` hands
-these two policies over to :func:`build_policy_core`."""
+``--deadline`` (:mod:`bats.master.deadline_core`, seed 004), ``--policy adaptive``
+(:mod:`bats.master.adaptive_core`, seed 001) and ``--policy offers --deadline``
+(:mod:`bats.master.offers_core`, seed 002). :func:`bats.master.bats_core.build_core` hands
+these policies over to :func:`build_policy_core`."""
 
 from __future__ import annotations
 
@@ -30,4 +31,10 @@ def build_policy_core(task_ids: Iterable[int], config: Config, rng: random.Rando
 
         adaptive = AdaptiveSettings.from_config(config)
         return AdaptiveCore(task_ids, config.clusters, rng, adaptive, **kwargs)
+    if choice.policy == "offers":
+        from bats.master.offers_core import OffersCore, OffersSettings
+
+        if choice.deadline is None:
+            raise ValueError("the offers policy needs a deadline")
+        return OffersCore(task_ids, config.clusters, rng, OffersSettings.from_config(config, choice.deadline), **kwargs)
     raise ValueError(f"unknown policy {choice.policy!r}")

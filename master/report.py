@@ -228,7 +228,7 @@ def _budget_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _policy_lines(report: dict[str, Any]) -> list[str]:
-    """The deadline plan (seed 004) or the adaptive heuristic's hosts (seed 001)."""
+    """The deadline plan (seed 004), the adaptive heuristic's hosts (seed 001) or the offers composed (seed 002)."""
     policy = report.get("policy")
     if policy == "deadline":
         info = report["deadline"]
@@ -249,4 +249,14 @@ def _policy_lines(report: dict[str, Any]) -> list[str]:
         return [f"  adaptive  {info['hosts']} host(s) of {info['cluster']} (at most {info['peak_hosts']} at once), "
                 f"{info['renewals']} renewal(s); creation_ratio {info['creation_ratio']:g}, "
                 f"increase_ratio {info['increase_ratio']:g}"]
+    if policy == "offers":
+        info = report["offers"]
+        comp = info.get("composite")
+        lines = [f"  deadline  {format_duration(info['deadline_s'])}"
+                 + {True: " met", False: " missed"}.get(info.get("met"), "")]
+        if comp is not None:
+            shares = ", ".join(f"{n} to {pool}" for pool, n in comp["assigned"].items())
+            lines.append(f"  offers    {comp['policy']}: {shares} (offered completion "
+                         f"{format_duration(comp['completion_s'])}, {len(info['offers'])} offer(s) in all)")
+        return lines
     return []

@@ -40,6 +40,8 @@ from bats.master import core as c
 from bats.master.bag import Bag
 from bats.master.choosing import Chooser, StopRun
 from bats.master.journal import Journal, JournalError
+from bats.master.offers import Offer
+from bats.master.offers_core import AskOffers, OffersMade
 from bats.provisioners.base import MachineHandle, MachineState, Provisioner
 
 log = logging.getLogger(__name__)
@@ -109,6 +111,7 @@ class Server:
             b.OfferOptions: self._do_offer,
             b.WakeAt: self._do_wake,
             b.Notify: self._do_notify,
+            AskOffers: self._do_ask_offers,
         }
 
     # ------------------------------------------------------------ the loop
@@ -427,6 +430,20 @@ class Server:
 
     def _do_notify(self, action: b.Notify) -> None:
         log.warning("%s", action.message)
+
+    def _do_ask_offers(self, action: AskOffers) -> None:
+        """Seed 002 steps 1-3: every cluster's provisioner offers (or not); the core composes."""
+        offers: list[Offer] = []
+        for name, provisioner in self.provisioners.items():
+            try:
+                made = provisioner.offers(action.tasks, action.task_runtime_s, action.deadline_s)
+            except Exception as exc:  # a pool that cannot answer makes no offer; the others still may
+                log.warning("cluster %s: no offers (%s)", name, exc)
+                continue
+            for tasks, completion in made or ():
+                offers.append(Offer(name, int(tasks), float(completion)))
+        log.info("offers: %s", ", ".join(f"{o.pool} {o.tasks} in {o.completion:.0f}s" for o in offers) or "none")
+        self._feed(OffersMade(time.time(), tuple(offers)))
 
     # ------------------------------------------------------------ housekeeping
     def _housekeeping(self, mono: float, timers: dict[str, float]) -> None:

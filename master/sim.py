@@ -25,6 +25,15 @@ lives in the core alone.
   later BaTS's monitoring) runs. If nothing but ticks is left to happen for longer than the longest
   boot timeout or ATU, the run cannot progress: the driver feeds ``StopRequested``.
 
+Shared pools (seed 002): a cluster with a ``background_trace`` is a pool of ``max`` slots that its
+own users' jobs (the trace) share with the run's machines, scheduled Earliest Deadline First by
+:class:`bats.master.offer_gen.EdfPool`. An ``Acquire`` there queues one job of one slot per machine
+(due at the ``--deadline`` of an offers run, else after the pool's own jobs); each starts when the
+pool gives it a slot, then boots for ``startup``; a release frees the slot (or withdraws the job).
+``AskOffers`` (``--policy offers``) is answered from each cluster's pool as it stands (the jobs it
+knows, not those still to come; a cluster without a trace is an idle pool of ``max`` slots) by
+:func:`bats.master.offer_gen.generate_offers`, the task runtime divided by the cluster's speed.
+
 Base runtimes are drawn once per task (a task takes the same time wherever it runs, scaled by the
 speed) by :mod:`bats.master.runtimes` from a numpy ``Generator`` seeded with ``--seed``; the core
 gets its own ``random.Random(seed)``; simulated failures (``--fail-rate``) a third stream. Same seed,
@@ -43,6 +52,7 @@ import argparse
 import heapq
 import itertools
 import logging
+import math
 import random
 import secrets
 import sys
@@ -64,6 +74,8 @@ from bats.master.args import (
     load_cluster_config,
 )
 from bats.master.bats_core import Choice
+from bats.master.offer_gen import EdfPool, PoolJob, background_job, generate_offers, pool_at
+from bats.master.offers_core import AskOffers, OffersCore, OffersMade
 
 if TYPE_CHECKING:
     from bats.master.runtimes import RuntimeDistribution
@@ -72,7 +84,7 @@ log = logging.getLogger("bats.sim")
 
 DEFAULT_TICK_S = 60.0
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
-_TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE = 0, 1, 2, 3, 4  # heap entry kinds
+_TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE, _POOL = 0, 1, 2, 3, 4, 5  # heap entry kinds
 
 
 def cluster_speed(cluster: ClusterConfig) -> float:
@@ -144,6 +156,11 @@ class Simulator:
         self._startup = {name: cluster_startup(cl) for name, cl in config.clusters.items()}
         self._price = {name: cl.price for name, cl in config.clusters.items()}
         self.interrupted = 0  # spot machines lost to a price above their bid
+        self._pools = {name: pool_at(cl.max, [background_job(j.submit_s, j.slots, j.runtime_s) for j in cl.background], 0.0)
+                       for name, cl in config.clusters.items() if cl.background is not None}
+        self._pool_next: dict[str, float] = {}
+        deadline = getattr(getattr(core, "settings", None), "deadline_s", None)
+        self._pool_due = deadline if isinstance(core, OffersCore) and deadline is not None else math.inf
         self._real = 0  # heap entries that are not ticks
         longest = max([config.master.boot_timeout_s, core.boot_timeout_s]
                       + [cl.atu_s for cl in config.clusters.values()])
@@ -159,6 +176,7 @@ class Simulator:
             b.OfferOptions: self._do_offer,
             b.WakeAt: self._do_wake,
             b.Notify: self._do_notify,
+            AskOffers: self._do_ask_offers,
         }
 
     # ------------------------------------------------------------ the loop
@@ -170,6 +188,8 @@ class Simulator:
         execute = self._execute
         finished_event = c.TaskFinished
         fail_rate, fail_random = self.fail_rate, self._fail_random
+        for name in self._pools:
+            self._pool_schedule(name)
         self._feed(c.RunStarted(0.0))
         self._push_tick(1)
         for name, cluster in self.config.clusters.items():  # spot prices move as their traces say
@@ -207,6 +227,14 @@ class Simulator:
                 self._feed(c.Tick(now))
             elif kind == _PRICE:
                 self._price_changed(entry[3], entry[4])
+            elif kind == _POOL:
+                self._real -= 1
+                name = entry[3]
+                if self._pool_next.get(name) == now:
+                    del self._pool_next[name]
+                    self._pools[name].advance(now)
+                    self._pool_started(name)
+                    self._pool_schedule(name)
             elif kind == _BOOTED:
                 self._real -= 1
                 machine = entry[3]
@@ -290,13 +318,20 @@ class Simulator:
             self._feed(c.AcquireFailed(self.now, name, action.n, "spot price above the bid"))
             return
         speed, ready_at = self._speed[name], self.now + self._startup[name]
+        pool = self._pools.get(name)
         for _ in range(action.n):
             self._serial[name] += 1
             machine = SimMachine(f"{name}-s{self.session}-{self._serial[name]}", name, speed)
             self.machines[machine.id] = machine
             self._feed(c.MachineAcquired(self.now, machine.id, name))
+            if pool is not None:  # a job in the pool's queue; it boots when the pool starts it
+                pool.submit(PoolJob(self.now, 1, math.inf, self._pool_due, 1, machine.id))
+                continue
             heapq.heappush(self._heap, (ready_at, next(self._seq), _BOOTED, machine))
             self._real += 1
+        if pool is not None:
+            self._pool_started(name)
+            self._pool_schedule(name)
         log.debug("t=%.1f cluster %s: acquired %d machine(s)", self.now, name, action.n)
 
     def _do_release(self, action: c.Release) -> None:
@@ -305,7 +340,45 @@ class Simulator:
             machine.gone = True
             machine.running = False
             machine.queue.clear()
+            pool = self._pools.get(machine.cluster)
+            if pool is not None and pool.release(machine.id):
+                self._pool_started(machine.cluster)
+                self._pool_schedule(machine.cluster)
         log.debug("t=%.1f released %s: %s", self.now, action.machine, action.reason)
+
+    # ------------------------------------------------------------ shared pools (seed 002)
+    def _pool_schedule(self, name: str) -> None:
+        """A heap entry for the pool's next end or arrival (one at a time; a later one is stale)."""
+        t = self._pools[name].next_event()
+        if t is None or self._pool_next.get(name) == t:
+            return
+        self._pool_next[name] = t
+        heapq.heappush(self._heap, (t, next(self._seq), _POOL, name))
+        self._real += 1
+
+    def _pool_started(self, name: str) -> None:
+        """The run's machines the pool started: they boot now."""
+        pool = self._pools[name]
+        started, pool.started = pool.started, []
+        for _t, tag in started:
+            machine = self.machines.get(tag)
+            if machine is not None and not machine.gone:
+                heapq.heappush(self._heap, (self.now + self._startup[name], next(self._seq), _BOOTED, machine))
+                self._real += 1
+
+    def _do_ask_offers(self, action: AskOffers) -> None:
+        """Every cluster's pool answers from the jobs it knows now (see the module docstring)."""
+        offers = []
+        for name, cl in self.config.clusters.items():
+            if cl.max <= 0:
+                continue
+            pool = self._pools.get(name)
+            if pool is not None:
+                pool.advance(self.now)
+            state = pool if pool is not None else EdfPool(cl.max, self.now)
+            offers += generate_offers(name, state, action.tasks, action.task_runtime_s / self._speed[name],
+                                      action.deadline_s)
+        self._feed(OffersMade(self.now, tuple(offers)))
 
     def _do_ignore(self, action: c.IgnoreResult) -> None:
         log.debug("ignored result of task %d from %s: %s", action.task, action.machine, action.reason)

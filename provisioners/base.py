@@ -9,7 +9,12 @@ Each back end talks to the outside world through one method (``_spawn`` for loca
 ``_api`` for a cloud SDK, ``_run`` for a command line), so a test can point it at a real
 component or a local stand-in.
 
-Three optional hooks serve the cloud back ends, and do nothing by default:
+Optional hooks, which do nothing by default. For shared pools (seed 002, ``--policy offers``):
+
+- :meth:`Provisioner.offers`: the pool's offers for a bag, (number of tasks, completion in seconds
+  from now); None (the default) means the pool makes no offers and gets no share of the bag.
+
+Three serve the cloud back ends:
 
 - :meth:`Provisioner.price_now`, polled by the server every ``price_poll_s``: the cluster's
   current price per ATU (an EC2 spot price), fed to the core as ``PriceChanged`` when it moves;
@@ -144,6 +149,11 @@ class Provisioner(ABC):
     @abstractmethod
     def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
         """The state of each machine, by machine id."""
+
+    def offers(self, tasks: int, task_runtime_s: float, deadline_s: float) -> list[tuple[int, float]] | None:
+        """Seed 002 §III-A: what this pool offers for ``tasks`` tasks of ``task_runtime_s`` each due
+        in ``deadline_s``, as (tasks, completion in seconds from now); None: it makes no offers."""
+        return None
 
     def price_now(self) -> float | None:
         """The cluster's price per ATU now, as the back end quotes it; None: no quote."""

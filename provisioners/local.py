@@ -5,6 +5,11 @@ emulate other machine types, as seed 000 §4.1 emulated clouds on a cluster: ``s
 worker stretch every task to ``slowdown ×`` its measured runtime (and report the stretched time),
 ``startup`` delays the worker's start, standing in for a cloud machine's boot time. Workers are
 started with ``--exit-with-parent`` so a master that dies (even by ``kill -9``) leaves no orphans.
+
+Offers (``--policy offers``, seed 002): a local cluster answers as a pool of ``max`` slots would,
+by EDF over its ``background_trace`` as it stands since the provisioner started (an idle pool
+without one), the task runtime stretched by ``slowdown`` (:mod:`bats.master.offer_gen`). Only the
+offers are emulated: the workers do not really wait for the trace's jobs.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import shlex
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -36,6 +42,19 @@ class LocalProvisioner(Provisioner):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._procs: dict[str, subprocess.Popen] = {}
+        self._started = time.monotonic()  # the background trace's time 0
+
+    def offers(self, tasks: int, task_runtime_s: float, deadline_s: float) -> list[tuple[int, float]] | None:
+        from bats.master.offer_gen import EdfPool, background_job, generate_offers, pool_at
+
+        cl = self.cluster
+        if cl.max <= 0:
+            return None
+        elapsed = time.monotonic() - self._started
+        jobs = [background_job(j.submit_s, j.slots, j.runtime_s) for j in cl.background or ()]
+        state = pool_at(cl.max, jobs, elapsed) if jobs else EdfPool(cl.max, elapsed)
+        runtime = task_runtime_s * float(cl.options.get("slowdown", 1.0))
+        return [(o.tasks, o.completion) for o in generate_offers(cl.name, state, tasks, runtime, deadline_s)]
 
     def _spawn(self, argv: list[str], log_path: str | None) -> subprocess.Popen:
         """The one place this provisioner touches the outside world."""

@@ -73,3 +73,38 @@ def test_adaptive_run_grows_from_one_host_within_the_cluster_max(tmp_path):
     assert info["creations"] and 1 < info["hosts"] and info["peak_hosts"] <= 4
     assert info["creation_ratio"] == 0.75 and "adaptive  " in proc.stdout
     assert sorted(r["id"] for r in results(tmp_path / "bats-run")) == list(range(1, TASKS + 1))
+
+
+OFFERS = """
+[master]
+heartbeat = "0.5s"
+liveness = "5s"
+
+[policy.offers]
+task_runtime = "0.2s"
+
+[clusters.busy]
+provisioner = "local"
+max = 3
+background_trace = "busy.csv"
+
+[clusters.quiet]
+provisioner = "local"
+max = 2
+"""
+
+
+def test_offers_run_splits_the_bag_between_two_local_pools(tmp_path):
+    """Two local clusters make offers (the local provisioner's EDF hook; "busy" has 2 of its 3
+    slots taken by its trace for a minute), the core composes them, each runs only its share."""
+    (tmp_path / "busy.csv").write_text("0, 2, 60s\n")
+    proc, report = run(tmp_path, OFFERS, "--policy", "offers", "--deadline", "30s")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert report["status"] == "done" and report["policy"] == "offers"
+    info = report["offers"]
+    assert {o["pool"] for o in info["offers"]} == {"busy", "quiet"}
+    assert info["composite"]["policy"] in ("OffersNoLB", "OffersWithPLB")
+    assert sum(info["composite"]["assigned"].values()) == TASKS
+    assert info["task_runs_by_cluster"] == info["composite"]["assigned"]  # each machine ran its own share
+    assert sorted(r["id"] for r in results(tmp_path / "bats-run")) == list(range(1, TASKS + 1))
+    assert "offers    " in proc.stdout and all(m["state"] == "gone" for m in report["machines"])
