@@ -15,13 +15,16 @@ the execution hosts' default PATH). The master needs the same environment as any
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ElementTree
+import logging
 from typing import ClassVar
+from xml.etree import ElementTree
 
 from bats.common.config import OptionSpec
 from bats.provisioners.base import MachineHandle, MachineState, ProvisionerError
 from bats.provisioners.batch import BatchProvisioner
 from bats.provisioners.commands import COMMON_OPTIONS
+
+log = logging.getLogger(__name__)
 
 B, R, G, F, U = (MachineState.BOOTING, MachineState.RUNNING, MachineState.GONE, MachineState.FAILED,
                  MachineState.UNKNOWN)
@@ -87,3 +90,25 @@ class SgeProvisioner(BatchProvisioner):
             if number and state:
                 jobs[number.strip()] = state.strip()
         return jobs
+
+    def offers(self, tasks: int, task_runtime_s: float, deadline_s: float) -> list[tuple[int, float]] | None:
+        """Seed 002 §III-A offers from the real queue: every user's jobs (``qstat -xml -r -u *``)
+        and the free slots (``qstat -g c``, of the cluster's ``queue`` if it has one), by EDF
+        (:func:`bats.master.offers_sge.offers_from_qstat`). None when the queue cannot be read."""
+        from datetime import datetime
+
+        from bats.master.offers_sge import (
+            QstatError,
+            free_slots_from_gc,
+            offers_from_qstat,
+        )
+
+        try:
+            jobs = self._run(["qstat", "-xml", "-r", "-u", "*"]).stdout
+            free = free_slots_from_gc(self._run(["qstat", "-g", "c"]).stdout, self.cluster.options.get("queue"))
+            found = offers_from_qstat(jobs, free_slots=free, now=datetime.now(), tasks=tasks,
+                                      task_runtime_s=task_runtime_s, deadline_s=deadline_s, pool=self.cluster.name)
+        except (ProvisionerError, QstatError) as exc:
+            log.warning("cluster %s: no offers: %s", self.cluster.name, exc)
+            return None
+        return [(o.tasks, o.completion) for o in found]

@@ -269,3 +269,19 @@ def test_a_missing_command_is_bad_input(tmp_path, backend, program, package):
     assert proc.stderr.strip() == (f"bats-master: error: {config}: [clusters.grid] provisioner: {backend} needs "
                                    f"'{program}', which is not on PATH (install {package} on this machine)")
     assert not (tmp_path / "r").exists()
+
+
+def test_sge_offers_come_from_the_real_queue(tmp_path, backend):
+    """Seed 002 §III-A on a real Grid Engine: ``qstat -xml -r`` and ``qstat -g c`` read by the
+    provisioner's ``offers()``; with the queue idle, every slot is free, so the whole bag is
+    offered by the deadline, and a smaller share earlier."""
+    if backend != "sge":
+        pytest.skip("offers are read from SGE's queue")
+    prov = direct(tmp_path, backend, f"sge{os.getpid()}offers")
+    try:
+        offers = prov.offers(20, 60.0, 3600.0)
+        assert offers, "an idle queue makes offers"
+        assert max(tasks for tasks, _ in offers) == 20 and all(0 < t <= 3600.0 for _, t in offers)
+        assert prov.offers(20, 60.0, 1.0) is not None  # an impossible deadline: offers past it, or none
+    finally:
+        prov.close()
