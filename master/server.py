@@ -11,6 +11,7 @@ never said hello, or carries a bad token is logged and dropped; it never changes
 
 from __future__ import annotations
 
+import hmac
 import logging
 import signal
 import time
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
 from bats.common.config import Config
 from bats.common.protocol import (
     MAX_FRAME_BYTES,
@@ -31,6 +33,7 @@ from bats.master import core as c
 from bats.master.bag import Bag
 from bats.master.choosing import Chooser, StopRun
 from bats.master.journal import Journal, JournalError
+from bats.master.security import MasterKeys, secure_router
 from bats.provisioners.base import MachineHandle, MachineState, Provisioner
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ class _Peer:
     machine: str
     identity: bytes
     last_seen: float  # time.monotonic()
+    key: str | None = None  # the connection's CurveZMQ client key (None without encryption)
 
 
 class Server:
@@ -67,6 +71,7 @@ class Server:
         task_timeout_s: float | None = None,
         on_tick: Callable[[Server], None] | None = None,
         chooser: Chooser | None = None,
+        secure: bool = False,
     ) -> None:
         self.core = core
         self.bag = bag
@@ -88,6 +93,11 @@ class Server:
         self.finish: c.Finish | None = None
         self.stop_reason: str | None = None
         self.dropped_frames = 0
+        # CurveZMQ: each machine is bound to the client key of the first connection that presented
+        # its token; a hello from another key is refused (see bats.master.security)
+        self.secure = secure
+        self.bound_keys: dict[str, str] = {}
+        self._frame_key: str | None = None  # client key of the frame being handled (secure, new peer)
         self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
         self._execute = {
             c.Dispatch: self._do_dispatch,
@@ -146,6 +156,7 @@ class Server:
         of short tasks costs one ZeroMQ message instead of one each."""
         sock = self.socket
         recv, more = sock.recv, sock.getsockopt
+        secure, peers = self.secure, self.peers
         self._outbox = outbox = {}
         flags = 0  # the first receive blocks (up to RCVTIMEO); the rest take only what is there
         try:
@@ -155,7 +166,12 @@ class Server:
                 except zmq.Again:
                     break
                 flags = _NOBLOCK
-                parts = [identity, recv(_NOBLOCK)]  # a ROUTER message always has a body after the identity
+                if secure and identity not in peers:  # a new connection: its client key (ZAP User-Id)
+                    body = recv(_NOBLOCK, copy=False)
+                    self._frame_key = body.get("User-Id")
+                    parts = [identity, body.bytes]
+                else:
+                    parts = [identity, recv(_NOBLOCK)]  # a ROUTER message always has a body after the identity
                 while more(_RCVMORE):
                     parts.append(recv(_NOBLOCK))
                 self._on_frame(parts)
@@ -237,10 +253,22 @@ class Server:
     def _on_hello(self, identity: bytes, msg: dict) -> None:
         machine_id = msg["machine"]
         handle = self.handles.get(machine_id)
-        if handle is None or msg["token"] != handle.token or msg["cluster"] != handle.cluster:
+        if (handle is None or msg["cluster"] != handle.cluster
+                or not hmac.compare_digest(msg["token"].encode(), handle.token.encode())):
             self._drop(f"peer {identity.hex()}", f"hello from unknown machine {machine_id!r} or bad token")
             self._send(identity, encode("stop", reason="unknown machine or bad token"))
             return
+        if self.secure:
+            known = self.peers.get(identity)
+            key = known.key if known is not None else self._frame_key
+            if not key or self.bound_keys.setdefault(machine_id, key) != key:
+                # no client key, or the token was first used by a connection with another key
+                self._drop(f"peer {identity.hex()}", f"hello for {machine_id} from a second client key; "
+                           "its token is bound to the connection that used it first")
+                self._send(identity, encode("stop", reason="token already used by another connection"))
+                return
+        else:
+            key = None
         machine = self.core.machines.get(machine_id)
         if machine is None or machine.state is c.MachineState.GONE:
             self._send(identity, encode("stop", reason="machine is no longer part of the run"))
@@ -248,7 +276,7 @@ class Server:
         old = self.peer_of.get(machine_id)
         if old is not None:
             self.peers.pop(old.identity, None)
-        peer = _Peer(machine_id, identity, time.monotonic())
+        peer = _Peer(machine_id, identity, time.monotonic(), key)
         self.peers[identity] = peer
         self.peer_of[machine_id] = peer
         log.info("%s joined from %s (%d cpus, worker %s)", machine_id, msg["host"], msg["cpus"], msg["version"])
@@ -475,15 +503,26 @@ def _as_bytes(blob: bytes | str) -> bytes:
     return blob if isinstance(blob, bytes) else blob.encode("utf-8", errors="replace")
 
 
-def bind_router(endpoint: str) -> tuple[zmq.Context, zmq.Socket, str]:
-    """Bind the master's ROUTER socket; ``tcp://HOST:*`` picks a free port. Returns the bound endpoint."""
+def bind_router(endpoint: str, keys: MasterKeys | None = None
+                ) -> tuple[zmq.Context, zmq.Socket, str, ThreadAuthenticator | None]:
+    """Bind the master's ROUTER socket; ``tcp://HOST:*`` picks a free port. Returns the bound endpoint.
+
+    With ``keys`` the socket is a CurveZMQ server and the returned ZAP authenticator (a thread) must
+    be stopped after the socket is closed; without them (``--insecure``) it is plain TCP."""
     context = zmq.Context.instance()
     sock = context.socket(zmq.ROUTER)
+    auth = secure_router(context, sock, keys) if keys is not None else None
     sock.setsockopt(zmq.LINGER, 500)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)  # larger frames drop the peer, not us
     sock.setsockopt(zmq.SNDHWM, 100_000)
     sock.setsockopt(zmq.RCVHWM, 100_000)
-    sock.bind(endpoint)
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        if auth is not None:
+            auth.stop()
+        raise
     bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-    return context, sock, bound
+    return context, sock, bound, auth
 

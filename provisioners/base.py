@@ -3,7 +3,8 @@
 A provisioner serves one cluster. The master calls :meth:`acquire` to start ``n`` machines, each
 of which runs :meth:`Provisioner.bootstrap_argv` (``bats-worker --master … --token …``) and joins
 over ZeroMQ; :meth:`release` gives machines back; :meth:`status` maps each back end's native
-states onto :class:`MachineState` through a table, the way Parsl's providers do.
+states onto :class:`MachineState` through a table, the way Parsl's providers do. The bootstrap
+carries the master's CurveZMQ public key (``--server-key``) unless the master runs ``--insecure``.
 
 Each back end talks to the outside world through one method (``_spawn`` for local processes,
 ``_api`` for a cloud SDK, ``_run`` for a command line), so a test can point it at a real
@@ -52,6 +53,7 @@ class Bootstrap:
     heartbeat_s: float = 2.0
     log_dir: str | None = None  # where local stand-ins may write worker logs (the state dir)
     worker_command: tuple[str, ...] = (sys.executable, "-m", "bats.worker")
+    server_key: str | None = None  # the master's CurveZMQ public key (Z85); None: plain TCP (--insecure)
 
 
 class ProvisionerError(RuntimeError):
@@ -84,6 +86,7 @@ class Provisioner(ABC):
             "--token", handle.token,
             "--cluster", handle.cluster,
             "--heartbeat", f"{self.bootstrap.heartbeat_s:g}",
+            *(("--server-key", self.bootstrap.server_key) if self.bootstrap.server_key else ()),
             *extra,
         ]
 

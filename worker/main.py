@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import zmq
+from zmq.utils import z85
 from bats.common import __version__
 from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
@@ -67,6 +68,7 @@ class WorkerOptions:
     slowdown: float = 1.0
     exit_with_parent: bool = False
     noop: bool = False
+    server_key: str | None = None  # the master's CurveZMQ public key (Z85); None: plain TCP
 
 
 class Worker:
@@ -97,6 +99,9 @@ class Worker:
         self._parent = os.getppid()
         self.tasks_done = 0
         self.reconnects = 0
+        # CurveZMQ: one fresh client key pair for the life of the process, so a reconnect is the
+        # same client to the master (which binds this machine to the key that first used its token)
+        self._client_keys = zmq.curve_keypair() if options.server_key else None
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -159,6 +164,10 @@ class Worker:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         try:
+            if self._client_keys is not None:
+                sock.setsockopt(zmq.CURVE_SERVERKEY, self.opts.server_key.encode("ascii"))  # type: ignore[union-attr]
+                sock.setsockopt(zmq.CURVE_PUBLICKEY, self._client_keys[0])
+                sock.setsockopt(zmq.CURVE_SECRETKEY, self._client_keys[1])
             sock.connect(self.opts.master)
         except zmq.ZMQError as exc:
             sock.close()
@@ -400,6 +409,15 @@ def _endpoint(text: str) -> str:
     return text
 
 
+def _z85_key(text: str) -> str:
+    try:
+        if len(text) != 40 or len(z85.decode(text)) != 32:
+            raise ValueError
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise argparse.ArgumentTypeError("expected a CurveZMQ public key: 40 Z85 characters") from None
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``bats-worker`` argument parser."""
     p = argparse.ArgumentParser(
@@ -411,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--machine", required=True, metavar="ID", help="this machine's id (from the provisioner)")
     p.add_argument("--token", default="", help="one-time token from the provisioner")
     p.add_argument("--cluster", default="default", metavar="NAME", help="the cluster this machine belongs to")
+    p.add_argument("--server-key", type=_z85_key, default=os.environ.get("BATS_SERVER_KEY") or None, metavar="KEY",
+                   help="the master's CurveZMQ public key (40 Z85 characters, from the provisioner; "
+                        "default $BATS_SERVER_KEY); without it the connection is not encrypted")
     p.add_argument("--heartbeat", type=_positive_duration, default=2.0, metavar="SECONDS",
                    help="heartbeat interval until the master's welcome says otherwise (default 2)")
     p.add_argument("--liveness", type=_positive_duration, default=15.0, metavar="SECONDS",
@@ -436,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     options = WorkerOptions(
         master=args.master, machine=args.machine, token=args.token, cluster=args.cluster,
         heartbeat_s=args.heartbeat, liveness_s=args.liveness, slowdown=args.slowdown,
-        exit_with_parent=args.exit_with_parent, noop=args.noop,
+        exit_with_parent=args.exit_with_parent, noop=args.noop, server_key=args.server_key,
     )
     try:
         return Worker(options).run()
