@@ -61,6 +61,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed for the random task order (default: random, recorded in the journal)")
     p.add_argument("--insecure", action="store_true",
                    help="plain TCP without CurveZMQ encryption; only for a loopback [master] listen address")
+    p.add_argument("--keep-machines", action="store_true",
+                   help="on Ctrl-C/SIGTERM leave the machines running instead of releasing them (they keep costing)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--version", action="version", version=f"bats {__version__}")
@@ -272,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
                 chooser.before_show = view.close  # the table and prompt replace the live bar
         server = Server(core, bag, config, journal, plugins, sock, session,
                         task_timeout_s=settings["task_timeout_s"], on_tick=view.update if view else None,
-                        chooser=chooser, secure=keys is not None)
+                        chooser=chooser, secure=keys is not None, keep_machines=args.keep_machines)
         try:
             finish = server.run()
         finally:

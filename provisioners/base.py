@@ -65,6 +65,10 @@ class Provisioner(ABC):
 
     #: the keys this provisioner accepts in its ``[clusters.NAME]`` table: {key: (kind, default)}
     OPTIONS: ClassVar[OptionSpec] = {}
+    #: how long one acquire/release/status call may take before the master gives up on it and
+    #: tries again. The master makes these calls off its dispatch thread: calls of different methods
+    #: may run at the same time (each on its own thread), two calls of the same method never do.
+    CALL_TIMEOUT_S: ClassVar[float] = 120.0
 
     def __init__(self, cluster: ClusterConfig, bootstrap: Bootstrap) -> None:
         self.cluster = cluster
@@ -89,6 +93,10 @@ class Provisioner(ABC):
             *(("--server-key", self.bootstrap.server_key) if self.bootstrap.server_key else ()),
             *extra,
         ]
+
+    def call_timeout_s(self) -> float:
+        """The timeout of each call of this provisioner (a back end may read it from its options)."""
+        return self.CALL_TIMEOUT_S
 
     def bootstrap_shell(self, handle: MachineHandle, extra: tuple[str, ...] = ()) -> str:
         return shlex.join(self.bootstrap_argv(handle, extra))
