@@ -25,6 +25,12 @@ lives in the core alone.
   later BaTS's monitoring) runs. If nothing but ticks is left to happen for longer than the longest
   boot timeout or ATU, the run cannot progress: the driver feeds ``StopRequested``.
 
+Fault injection (:class:`SimFaults`, for property tests): each acquired machine fails to boot
+with probability ``boot_fail_rate`` (it never says hello; the core's boot timeout gives it up), and
+each machine that boots is lost with probability ``loss_rate`` at a uniformly drawn moment within
+``loss_within_s`` of its boot (the core hears ``MachineLost``), from a stream of its own seeded
+with ``seed``. Price spikes need nothing new: a cluster's ``price_trace`` moves its price.
+
 Base runtimes are drawn once per task (a task takes the same time wherever it runs, scaled by the
 speed) by :mod:`bats.master.runtimes` from a numpy ``Generator`` seeded with ``--seed``; the core
 gets its own ``random.Random(seed)``; simulated failures (``--fail-rate``) a third stream. Same seed,
@@ -49,6 +55,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bats.common.config import ClusterConfig, Config
@@ -72,7 +79,17 @@ log = logging.getLogger("bats.sim")
 
 DEFAULT_TICK_S = 60.0
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
-_TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE = 0, 1, 2, 3, 4  # heap entry kinds
+_TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE, _LOST = 0, 1, 2, 3, 4, 5  # heap entry kinds
+
+
+@dataclass(frozen=True)
+class SimFaults:
+    """Machines that fail: see the module docstring."""
+
+    boot_fail_rate: float = 0.0
+    loss_rate: float = 0.0
+    loss_within_s: float = 3600.0
+    seed: int = 0
 
 
 def cluster_speed(cluster: ClusterConfig) -> float:
@@ -118,6 +135,7 @@ class Simulator:
         fail_rng: random.Random | None = None,
         session: int = 1,
         choice: Choice | None = None,
+        faults: SimFaults | None = None,
     ) -> None:
         if tick_s <= 0:
             raise ValueError("tick_s must be > 0")
@@ -144,6 +162,10 @@ class Simulator:
         self._startup = {name: cluster_startup(cl) for name, cl in config.clusters.items()}
         self._price = {name: cl.price for name, cl in config.clusters.items()}
         self.interrupted = 0  # spot machines lost to a price above their bid
+        self.faults = faults or SimFaults()
+        self._fault_random = random.Random(f"bats-sim machine faults {self.faults.seed}").random
+        self.boot_failures = 0  # machines that never booted (fault injection)
+        self.losses = 0  # machines lost (fault injection)
         self._real = 0  # heap entries that are not ticks
         longest = max([config.master.boot_timeout_s, core.boot_timeout_s]
                       + [cl.atu_s for cl in config.clusters.values()])
@@ -207,6 +229,16 @@ class Simulator:
                 self._feed(c.Tick(now))
             elif kind == _PRICE:
                 self._price_changed(entry[3], entry[4])
+            elif kind == _LOST:
+                self._real -= 1
+                machine = entry[3]
+                if machine.gone:
+                    continue
+                machine.gone = True
+                machine.running = False
+                machine.queue.clear()
+                self.losses += 1
+                self._feed(c.MachineLost(now, machine.id, "machine lost (fault injection)"))
             elif kind == _BOOTED:
                 self._real -= 1
                 machine = entry[3]
@@ -295,8 +327,16 @@ class Simulator:
             machine = SimMachine(f"{name}-s{self.session}-{self._serial[name]}", name, speed)
             self.machines[machine.id] = machine
             self._feed(c.MachineAcquired(self.now, machine.id, name))
+            faults, chance = self.faults, self._fault_random
+            if faults.boot_fail_rate and chance() < faults.boot_fail_rate:
+                self.boot_failures += 1  # never says hello: the core's boot timeout gives it up
+                continue
             heapq.heappush(self._heap, (ready_at, next(self._seq), _BOOTED, machine))
             self._real += 1
+            if faults.loss_rate and chance() < faults.loss_rate:
+                lost_at = ready_at + chance() * faults.loss_within_s
+                heapq.heappush(self._heap, (lost_at, next(self._seq), _LOST, machine))
+                self._real += 1
         log.debug("t=%.1f cluster %s: acquired %d machine(s)", self.now, name, action.n)
 
     def _do_release(self, action: c.Release) -> None:
@@ -369,7 +409,8 @@ class Simulator:
 
 
 def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: int, *, retries: int = 0,
-             tick_s: float = DEFAULT_TICK_S, fail_rate: float = 0.0, choice: Choice | None = None) -> Simulator:
+             tick_s: float = DEFAULT_TICK_S, fail_rate: float = 0.0, choice: Choice | None = None,
+             faults: SimFaults | None = None) -> Simulator:
     """Build a core and a simulator for ``tasks`` tasks with runtimes drawn from the distribution
     ``runtimes`` (:func:`bats.master.runtimes.parse_runtimes`), run it, return the simulator.
     ``choice`` selects the policy and answers the options (default: self-scheduling)."""
@@ -381,7 +422,7 @@ def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: in
                         boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
                         adaptive_prefetch=config.master.prefetch is None)
     sim = Simulator(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,
-                    fail_rng=random.Random(f"bats-sim failures {seed}"), choice=choice)
+                    fail_rng=random.Random(f"bats-sim failures {seed}"), choice=choice, faults=faults)
     sim.run()
     return sim
 
