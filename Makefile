@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench paper install clean
+.PHONY: demo test bench paper reliability install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ bench: $(STAMP)
 paper: $(STAMP)
 	$(PY) bench/paper.py
 	$(PY) bench/paper_pareto.py
+
+# fault injection (real processes and the simulator) and the cost of encryption: docs/reliability.md
+# (about 5 minutes)
+reliability: $(STAMP)
+	$(PY) bench/reliability.py
 
 clean:
 	rm -rf $(VENV) bats-run build *.egg-info

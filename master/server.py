@@ -374,6 +374,8 @@ class Server:
                 self._on_hello(*early)
 
     def _do_acquire(self, action: c.Acquire) -> None:
+        if self._shutting_down:
+            return
         n = action.n
         self._call("acquire", action.cluster, lambda p: p.acquire(n), context=n, attempts=ACQUIRE_ATTEMPTS,
                    late=lambda handles, cluster=action.cluster: self._release_unwanted(cluster, handles))
@@ -389,7 +391,7 @@ class Server:
 
     def _acquired(self, outcome: Outcome) -> None:
         cluster, n = outcome.cluster, outcome.context
-        if self.core.finished is not None:
+        if self.core.finished is not None or self._shutting_down:
             self._release_unwanted(cluster, outcome.value)
             return
         if not outcome.ok:
@@ -554,6 +556,8 @@ class Server:
                       ", ".join(_describe(h) for h in handles), outcome.error)
 
     def _statuses(self, outcome: Outcome) -> None:
+        if self._shutting_down:
+            return  # everything is being released anyway
         if not outcome.ok:
             log.warning("cluster %s: status query failed: %s", outcome.cluster, outcome.error)
             return

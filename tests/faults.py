@@ -97,6 +97,7 @@ class MasterRun:
     provisioner: str = "local"
     config_extra: str = ""
     workers: int = 2
+    policy: tuple[str, ...] = ("--policy", "self")
     proc: subprocess.Popen | None = None
     logs: list[str] = field(default_factory=list)
 
@@ -116,7 +117,7 @@ class MasterRun:
                      self.config_extra)
 
     def start(self, resume: bool = False, extra: tuple[str, ...] = ()) -> subprocess.Popen:
-        args = ["--resume"] if resume else ["--bag", "bag.txt", "--config", "clusters.toml", "--policy", "self"]
+        args = ["--resume"] if resume else ["--bag", "bag.txt", "--config", "clusters.toml", *self.policy]
         log = open(self.root / f"master-{len(self.logs) + 1}.log", "w")
         self.logs.append(log.name)
         self.proc = subprocess.Popen([*MASTER, "--quiet", *args, "--state-dir", "run", *extra], cwd=self.root,
@@ -177,9 +178,9 @@ def journal_machine_states(state_dir: Path) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ scenarios
-def kill_workers(root: Path, rng: random.Random) -> Audit:
+def kill_workers(root: Path, rng: random.Random, policy: tuple[str, ...] = ("--policy", "self")) -> Audit:
     """``kill -9`` of a random worker, twice, at random points of the bag."""
-    run = MasterRun(root)
+    run = MasterRun(root, policy=policy)
     run.prepare()
     run.start()
     try:
@@ -296,8 +297,14 @@ def flaky_provisioner(root: Path, rng: random.Random) -> Audit:
     return audit(run.state)
 
 
+def kill_workers_within_budget(root: Path, rng: random.Random) -> Audit:
+    """``kill -9`` of a random worker, twice, while BaTS spends an up-front budget (``--budget 2``)."""
+    return kill_workers(root, rng, ("--budget", "2.00"))
+
+
 SCENARIOS: dict[str, Callable[[Path, random.Random], Audit]] = {
     "kill -9 of random workers": kill_workers,
+    "kill -9 of random workers, BaTS with --budget": kill_workers_within_budget,
     "kill -9 of the master, then --resume": kill_master,
     "SIGSTOP/SIGCONT of a worker past liveness": pause_worker,
     "network cut past liveness (TCP proxy)": cut_network,

@@ -459,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_s=args.heartbeat, liveness_s=args.liveness, slowdown=args.slowdown,
         exit_with_parent=args.exit_with_parent, noop=args.noop, server_key=args.server_key,
     )
+    if not args.server_key:
+        log.warning("no --server-key: connecting to %s without encryption (the master must run --insecure)",
+                    args.master)
     try:
         return Worker(options).run()
     except BadEndpoint as exc:
