@@ -90,7 +90,9 @@ class Provisioner(ABC):
             "--token", handle.token,
             "--cluster", handle.cluster,
             "--heartbeat", f"{self.bootstrap.heartbeat_s:g}",
-            *(("--server-key", self.bootstrap.server_key) if self.bootstrap.server_key else ()),
+            # one argument with "=": a Z85 key may begin with "-", which a separate argument would
+            # make look like an option
+            *((f"--server-key={self.bootstrap.server_key}",) if self.bootstrap.server_key else ()),
             *extra,
         ]
 
