@@ -2,8 +2,8 @@
 
 How this works. The same no-op bag (``true`` tasks on a ``noop`` local cluster, ``max = 2``, the
 default prefetch) runs with the default transport (CurveZMQ: encrypted, each connection
-authenticated) and with ``--insecure`` (plain TCP on 127.0.0.1), alternating within every repeat so
-both see the same load on a shared machine. Reported: the median dispatch throughput (tasks over
+authenticated) and with ``--insecure`` (plain TCP on 127.0.0.1), alternating within every repeat
+(and which goes first, from one repeat to the next) so both see the same load on a shared machine. Reported: the median dispatch throughput (tasks over
 the report's makespan) and master CPU per task of each, and the ratio of the medians measured in
 this same run. ``bench/reliability.py`` calls :func:`measure` for ``docs/reliability.md``.
 """
@@ -35,7 +35,8 @@ def measure(run_bats: Callable[[Path, Path, list[str]], Any], work: Path, n_task
     rows: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     errors: list[str] = []
     for rep in range(1, repeats + 1):
-        for mode, flags in MODES.items():
+        order = list(MODES.items()) if rep % 2 else list(MODES.items())[::-1]  # neither always goes first
+        for mode, flags in order:
             run = run_bats(work, bag, ["--config", str(config), *flags])
             if not run.ok:
                 errors.append(f"{mode} rep {rep}: {run.error}")

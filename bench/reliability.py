@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="runs of each real-process scenario (default 3)")
     p.add_argument("--sim-runs", type=int, default=200, help="simulator runs per simulator row (default 200)")
     p.add_argument("--curve-tasks", type=int, default=20_000, help="no-op tasks per encryption run (default 20,000)")
-    p.add_argument("--curve-repeats", type=int, default=3)
+    p.add_argument("--curve-repeats", type=int, default=5, help="repeats per transport (default 5)")
     p.add_argument("--output", default=str(REPO / "docs" / "reliability.md"))
     args = p.parse_args(argv)
     started, started_at = time.perf_counter(), dt.datetime.now().astimezone()

@@ -150,6 +150,18 @@ class MasterRun:
                 pass
         return found
 
+    def wait_started(self, n: int, timeout: float = 60) -> None:
+        """Wait until ``n`` tasks have started; fail at once, with the master's output, if it exited."""
+        def ready() -> bool:
+            if self.started_tasks() >= n:
+                return True
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"the master exited ({self.proc.returncode}) before {n} tasks started: "
+                                     + self.output()[-500:])
+            return False
+
+        wait_for(ready, timeout, f"{n} tasks to start")
+
     def started_tasks(self) -> int:
         return len(self.marks.read_text().split()) if self.marks.exists() else 0
 
@@ -185,7 +197,7 @@ def kill_workers(root: Path, rng: random.Random, policy: tuple[str, ...] = ("--p
     run.start()
     try:
         for share in sorted(rng.uniform(0.1, 0.7) for _ in range(2)):
-            wait_for(lambda s=share: run.started_tasks() >= s * run.n_tasks, 60, "progress")
+            run.wait_started(int(share * run.n_tasks))
             workers = wait_for(run.workers_now, 30, "workers")
             rng.choice(workers).send_signal(signal.SIGKILL)
         assert run.wait() == 0, run.output()
@@ -231,7 +243,7 @@ def pause_worker(root: Path, rng: random.Random) -> Audit:
     run.prepare()
     run.start()
     try:
-        wait_for(lambda: run.started_tasks() >= rng.randint(2, 8), 60, "progress")
+        run.wait_started(rng.randint(2, 8))
         victim = wait_for(run.workers_now, 30, "workers")[0]
         machine = victim.cmdline()[victim.cmdline().index("--machine") + 1]
         victim.suspend()
@@ -261,7 +273,7 @@ def cut_network(root: Path, rng: random.Random) -> Audit:
     run.prepare()
     run.start()
     try:
-        wait_for(lambda: run.started_tasks() >= rng.randint(2, 8), 60, "progress")
+        run.wait_started(rng.randint(2, 8))
         wait_for(lambda: len(proxy.connections) >= 2, 30, "the workers' connections through the proxy")
         proxy.refusing.set()  # the cut worker's reconnects fail too, until the master gives up on it
         proxy.cut(rng.choice(list(proxy.connections)))  # silently: no FIN, no RST, bytes just stop
