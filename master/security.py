@@ -14,7 +14,11 @@ Knowing the master's public key is not enough to take part: the master accepts a
 with the one-time token the provisioner gave that machine, and binds the machine to the client key
 of the first connection that presents it (:class:`bats.master.server.Server`). A second connection
 with another key and the same token (a replay, a copied token) is refused; the real worker, which
-keeps its key pair across reconnects, can say hello again.
+keeps its key pair across reconnects, can say hello again. Every later frame is checked against
+the key its peer said hello with: a connection id is only a name, and once a connection drops a
+new one may present the same id (libzmq's own ids are predictable, so ``bats-worker`` picks a
+random one and a hello from a predictable one is refused); a frame with the id of a known peer
+and another key makes the master forget that peer, so nothing more is sent to that id.
 
 ``--insecure`` (plain TCP, the token alone) is accepted only on loopback endpoints
 (:func:`is_loopback`), and the master logs a warning for it.

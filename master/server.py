@@ -112,7 +112,7 @@ class Server:
         # its token; a hello from another key is refused (see bats.master.security)
         self.secure = secure
         self.bound_keys: dict[str, str] = {}
-        self._frame_key: str | None = None  # client key of the frame being handled (secure, new peer)
+        self._frame_key: str | None = None  # client key of the frame being handled (secure)
         self.keep_machines = keep_machines  # on a stop by signal, leave machines running
         self.calls = Calls()
         # one call of each kind at a time per provisioner: a hung status query never holds up a release
@@ -200,10 +200,13 @@ class Server:
                 except zmq.Again:
                     break
                 flags = _NOBLOCK
-                if secure and identity not in peers:  # a new connection: its client key (ZAP User-Id)
+                if secure:  # every frame carries its connection's client key (the ZAP User-Id)
                     body = recv(_NOBLOCK, copy=False)
-                    self._frame_key = body.get("User-Id")
+                    key = self._frame_key = body.get("User-Id")
                     parts = [identity, body.bytes]
+                    peer = peers.get(identity)
+                    if peer is not None and peer.key != key:
+                        self._impostor(peer)
                 else:
                     parts = [identity, recv(_NOBLOCK)]  # a ROUTER message always has a body after the identity
                 while more(_RCVMORE):
@@ -288,8 +291,7 @@ class Server:
         machine_id = msg["machine"]
         handle = self.handles.get(machine_id)
         if self.secure and key is None:
-            known = self.peers.get(identity)
-            key = known.key if known is not None else self._frame_key
+            key = self._frame_key
         if handle is None and self.calls.busy("acquire", msg["cluster"]):
             self._collect_calls()  # the acquisition that started this worker may have just returned
             handle = self.handles.get(machine_id)
@@ -302,6 +304,10 @@ class Server:
             self._send(identity, encode("stop", reason="unknown machine or bad token"))
             return
         if self.secure:
+            if identity[:1] == b"\0":  # ROUTER-assigned ids are predictable: see _impostor
+                self._drop(f"peer {identity.hex()}", f"hello for {machine_id} from a connection without a random id")
+                self._send(identity, encode("stop", reason="connect with a random routing id (bats-worker does)"))
+                return
             if not key or self.bound_keys.setdefault(machine_id, key) != key:
                 # no client key, or the token was first used by a connection with another key
                 self._drop(f"peer {identity.hex()}", f"hello for {machine_id} from a second client key; "
@@ -323,6 +329,15 @@ class Server:
                                     liveness_s=self.config.master.liveness_s,
                                     prefetch=self.config.master.worker_capacity - 1))
         self._feed(c.MachineUp(time.time(), machine_id))
+
+    def _impostor(self, peer: _Peer) -> None:
+        """A frame from a known peer's identity but another client key: a new connection took the
+        identity of one that dropped (libzmq's own ids are predictable; bats-worker picks a random
+        one, and hellos from the predictable ones are refused). Nothing more goes to that identity:
+        the real worker reconnects and says hello again with its own key."""
+        log.warning("%s: a connection with another client key took its connection id; forgetting it",
+                    peer.machine)
+        self._forget(peer)
 
     def _forget(self, peer: _Peer) -> None:
         self.peers.pop(peer.identity, None)

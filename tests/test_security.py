@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import zmq
 
@@ -112,9 +115,10 @@ def test_stolen_token_and_plain_peers_get_nothing(tmp_path):
                        cluster=_arg(argv, "--cluster"), host="thief", cpus=64, version="0")
         wait_for(lambda: marks.exists(), 30, "the real worker to start a task")
 
-        def dealer(curve_server_key: bytes | None) -> zmq.Socket:
+        def dealer(curve_server_key: bytes | None, routing_id: bytes | None = None) -> zmq.Socket:
             sock = context.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.ROUTING_ID, routing_id or b"t" + os.urandom(15))
             if curve_server_key is not None:
                 public, secret = zmq.curve_keypair()
                 sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = curve_server_key, public, secret
@@ -133,6 +137,14 @@ def test_stolen_token_and_plain_peers_get_nothing(tmp_path):
         assert "another connection" in stolen[0]["reason"]
         assert not any(m["type"] in ("welcome", "task") for m in stolen)
         assert _replies(plain, 0.5) == [] and _replies(wrong_key, 0.5) == []
+        predictable = context.socket(zmq.DEALER)  # libzmq's own connection ids are predictable: refused
+        predictable.setsockopt(zmq.LINGER, 0)
+        predictable.curve_serverkey = server_key
+        predictable.curve_publickey, predictable.curve_secretkey = zmq.curve_keypair()
+        predictable.connect(f"tcp://127.0.0.1:{port}")
+        predictable.send(hello)
+        refused = _replies(predictable, 5.0)
+        assert [m["type"] for m in refused] == ["stop"] and "random" in refused[0]["reason"]
         out, err = master.communicate(timeout=60)
     finally:
         master.kill()
@@ -175,3 +187,50 @@ def test_worker_refuses_a_malformed_server_key(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "bats.worker", "--master", "tcp://127.0.0.1:1", "--machine", "m",
                            "--server-key", "short"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "40 Z85 characters" in proc.stderr
+
+
+def test_a_connection_that_takes_a_dropped_workers_id_gets_nothing(tmp_path):
+    """A worker's connection drops; another connection (another client key) comes with the same
+    connection id. The master stops talking to that id: no task, no state change."""
+    port = free_port()
+    config = tmp_path / "clusters.toml"
+    config.write_text(f'[master]\nlisten = "tcp://127.0.0.1:{port}"\nheartbeat = "0.25s"\nliveness = "1.5s"\n\n'
+                      '[clusters.local]\nprovisioner = "local"\nmax = 1\nstartup = "4s"\n')
+    bag = write_bag(tmp_path / "tasks.txt", [f"echo {i}" for i in range(1, 6)])
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config)], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    context = zmq.Context()
+    try:
+        # the worker is still sleeping through its start-up: its command line shows the bootstrap
+        shell = wait_for(lambda: [p for p in psutil.Process(master.pid).children(recursive=True)
+                                  if "--token" in " ".join(p.cmdline())], 30, "the bootstrap")[0]
+        argv = shlex.split(shell.cmdline()[-1].split("exec ", 1)[1])
+        server_key = _arg(argv, "--server-key").encode()
+        routing_id = b"t" + os.urandom(15)
+
+        def connect(keys: tuple[bytes, bytes]) -> zmq.Socket:
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.ROUTING_ID, routing_id)
+            sock.curve_serverkey = server_key
+            sock.curve_publickey, sock.curve_secretkey = keys
+            sock.connect(f"tcp://127.0.0.1:{port}")
+            return sock
+
+        first = connect(zmq.curve_keypair())  # plays the worker, with the token, before the real one
+        first.send(encode("hello", machine=_arg(argv, "--machine"), token=_arg(argv, "--token"),
+                          cluster=_arg(argv, "--cluster"), host="h", cpus=1, version="0"))
+        assert [m["type"] for m in _replies(first, 10.0)][:1] == ["welcome"]
+        first.close()  # the connection drops; the ROUTER frees its id (a live id cannot be taken)
+        time.sleep(1.0)
+        impostor = connect(zmq.curve_keypair())
+        impostor.send(encode("ask", n=2))
+        got = _replies(impostor, 3.0)
+        assert not any(m["type"] in ("task", "welcome") for m in got), got
+        out, err = master.communicate(timeout=90)
+    finally:
+        master.kill()
+        context.destroy(linger=0)
+    assert "took its connection id" in err
+    assert sorted(r["id"] for r in export(tmp_path / "bats-run")) == list(range(1, 6))
+

@@ -163,6 +163,9 @@ class Worker:
     def _open_socket(self) -> None:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        # a random connection id: the ROUTER's own are predictable, and the master ties this
+        # connection's id to this machine until the connection is gone
+        sock.setsockopt(zmq.ROUTING_ID, b"w" + os.urandom(15))
         try:
             if self._client_keys is not None:
                 sock.setsockopt(zmq.CURVE_SERVERKEY, self.opts.server_key.encode("ascii"))  # type: ignore[union-attr]
