@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench paper compare install clean
+.PHONY: demo test bench paper compare reliability install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ paper: $(STAMP)
 # pool, offers) on seed 000's five scenarios and seed 003's three workloads: docs/policies.md (about a minute)
 compare: $(STAMP)
 	$(PY) bench/compare.py
+
+# fault injection (real processes and the simulator) and the cost of encryption: docs/reliability.md
+# (about 5 minutes)
+reliability: $(STAMP)
+	$(PY) bench/reliability.py
 
 clean:
 	rm -rf $(VENV) bats-run build *.egg-info

@@ -286,22 +286,76 @@ def _read_table(source: str, table: str, raw: dict[str, Any], spec: OptionSpec) 
     return values
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a clusters config is a few hundred bytes; anything near this is not one
+MAX_CONFIG_LINE_BYTES = 64 * 1024
+
+
 def load_config(
     path: str | os.PathLike[str],
     provisioner_options: Callable[[str], OptionSpec],
 ) -> Config:
     """Read a config file. ``provisioner_options(name)`` returns the keys a provisioner accepts
-    and raises ``KeyError`` for a provisioner that is not installed."""
+    and raises ``KeyError`` for a provisioner that is not installed. Every error is one
+    :class:`ConfigError` line that starts ``FILE:LINE:`` where the line is known."""
     source = str(path)
     try:
-        text = read_utf8(path)
+        text = read_utf8(path, bom=True)
     except UnreadableText as exc:
         raise ConfigError(str(exc)) from None
+    _check_size(source, text)
     try:
         doc = tomllib.loads(text)
     except ValueError as exc:  # TOMLDecodeError's message already carries "(at line L, column C)";
         # a plain ValueError comes from an integer too long to convert
-        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+        at = re.search(r"\(at line (\d+), column \d+\)", str(exc))
+        raise ConfigError(f"{source}{':' + at.group(1) if at else ''}: not valid TOML: {exc}") from None
+    try:
+        return _build(source, doc, provisioner_options)
+    except ConfigError as exc:
+        raise ConfigError(_with_line(str(exc), source, text)) from None
+
+
+def _check_size(source: str, text: str) -> None:
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: {len(text)} characters is more than a config file may hold "
+                          f"({MAX_CONFIG_BYTES} bytes)")
+    for number, line in enumerate(text.split("\n"), 1):
+        if len(line) > MAX_CONFIG_LINE_BYTES:
+            raise ConfigError(f"{source}:{number}: line of {len(line)} characters exceeds the "
+                              f"{MAX_CONFIG_LINE_BYTES}-byte limit")
+
+
+_TABLE_MESSAGE = re.compile(r"^: \[([^\]]+)\](?:\s+([A-Za-z0-9_-]+))?")
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')\s*=")
+
+
+def _with_line(message: str, source: str, text: str) -> str:
+    """``SOURCE: [table] key: …`` becomes ``SOURCE:LINE: [table] key: …``, LINE being where the key
+    (or else the table) is written; left as it is when that cannot be found (inline tables)."""
+    rest = message[len(source):] if message.startswith(source) else ""
+    match = _TABLE_MESSAGE.match(rest)
+    if match is None:
+        return message
+    table, key = match.group(1), match.group(2)
+    table_line = key_line = None
+    current = None
+    for number, line in enumerate(text.split("\n"), 1):
+        header = _HEADER.match(line)
+        if header:
+            current = ".".join(part.strip().strip("\"'") for part in header.group(1).split("."))
+            if current == table and table_line is None:
+                table_line = number
+            continue
+        found = _KEY.match(line)
+        if found and current == table and key is not None and found.group(1).strip("\"'") == key:
+            key_line = number
+            break
+    line_no = key_line or table_line
+    return message if line_no is None else f"{source}:{line_no}{rest}"
+
+
+def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str], OptionSpec]) -> Config:
     for key in doc:
         if key not in ("master", "clusters", "sampling", "policy"):
             raise ConfigError(f"{source}: [{_name(key)}]: unknown top-level table "

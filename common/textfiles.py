@@ -23,4 +23,13 @@ def read_utf8(path: str | os.PathLike[str], shown: str | None = None, *, bom: bo
         return data.decode("utf-8-sig" if bom else "utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise UnreadableText(f"{name}:{line}: not valid UTF-8 (byte {data[exc.start]:#04x})") from None
+        raise UnreadableText(f"{name}:{line}: not valid UTF-8 (byte {data[exc.start]:#04x})"
+                             f"{encoding_hint(data)}") from None
+
+
+def encoding_hint(data: bytes) -> str:
+    """A hint for an error message when ``data`` looks like UTF-16 or UTF-32 rather than UTF-8."""
+    head = data[:4096]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")) or (head and head.count(b"\0") * 4 >= len(head)):
+        return "; the file looks like UTF-16 or UTF-32 text: save it as UTF-8"
+    return ""

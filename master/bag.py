@@ -12,6 +12,8 @@ from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
+from bats.common.textfiles import encoding_hint
+
 MAX_LINE_BYTES = 64 * 1024
 
 
@@ -45,17 +47,22 @@ def load_bag(path: str | Path) -> Bag:
     nul = data.find(b"\0")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
-        raise BagError(f"{name}:{line}: contains a NUL byte")
+        raise BagError(f"{name}:{line}: contains a NUL byte{encoding_hint(data)}")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise BagError(f"{name}:{line}: not valid UTF-8 (byte {data[exc.start]:#04x})") from None
+        raise BagError(f"{name}:{line}: not valid UTF-8 (byte {data[exc.start]:#04x}){encoding_hint(data)}") from None
     if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark some editors write
         data = data[3:]
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    if b"\r" in data:  # CRLF line ends are fine; a carriage return anywhere else is not
+        for number, line in enumerate(lines, 1):
+            if b"\r" in line[:-1]:
+                raise BagError(f"{name}:{number}: carriage return inside a line "
+                               "(old Mac line endings? save the bag with LF or CRLF line ends)")
     task_ids = array("l")
     append = task_ids.append
     for number, line in enumerate(lines, 1):

@@ -64,6 +64,10 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="FILE", help="where to write report.json (default STATE_DIR/report.json)")
     p.add_argument("--workers", type=int, metavar="N", help="with no --config: local workers to start (default: one per core)")
     p.add_argument("--seed", type=int, help="seed for the random task order (default: random, recorded in the journal)")
+    p.add_argument("--insecure", action="store_true",
+                   help="plain TCP without CurveZMQ encryption; only for a loopback [master] listen address")
+    p.add_argument("--keep-machines", action="store_true",
+                   help="on Ctrl-C/SIGTERM leave the machines running instead of releasing them (they keep costing)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--version", action="version", version=f"bats {__version__}")
@@ -181,7 +185,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
             settings["choice"] = _choice(args, config, settings, resuming=True)
             _preflight(config, _config_dir(journal.meta, config))
             journal.set_meta("settings", settings)
-            bound = bind(config)
+            bound = bind(config, _run_keys(args, state_dir, config))
         except BaseException:
             journal.close()
             raise
@@ -199,7 +203,8 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
                          "or choose another --state-dir")
     if state_dir.exists() and not state_dir.is_dir():
         raise UsageError(f"{state_dir}: cannot use as --state-dir: a file is in the way")
-    bound = bind(config)
+    keys = _run_keys(args, None, config)
+    bound = bind(config, keys)
     meta = {"bag_path": os.path.abspath(args.bag), "bag_sha256": bag.sha256, "tasks": len(bag),
             "config_path": os.path.abspath(args.config) if args.config else None,
             "settings": settings, "started_at": time.time(), "version": __version__}
@@ -211,6 +216,8 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
             shutil.copyfile(args.config, config_copy)
         else:  # left by an earlier start that failed; --resume would take it for this run's config
             config_copy.unlink(missing_ok=True)
+        if keys is not None:
+            _replace_keys(state_dir, keys)
     except OSError as exc:
         raise UsageError(f"{state_dir}: cannot write the state dir: {exc.strerror or exc}") from None
     journal = Journal.create(state_dir, secrets.token_hex(8), meta)
@@ -253,20 +260,49 @@ def _endpoints(config: Config) -> tuple[str, str | None]:
     return listen, config.master.advertise
 
 
-def _bind(config: Config):
+def _run_keys(args: argparse.Namespace, state_dir: Path | None, config: Config):
+    """The run's CurveZMQ keys: new for a new run (``state_dir`` None), the stored ones on --resume
+    (made now for a run started without them); None with ``--insecure``, which only loopback allows."""
+    from bats.master import security
+
+    listen, _advertise = _endpoints(config)
+    if args.insecure:
+        if not security.is_loopback(listen):
+            raise UsageError(f"--insecure: only for a loopback listen address, not {listen} "
+                             "(machines elsewhere must connect with CurveZMQ)")
+        log.warning("--insecure: connections to %s are NOT encrypted or authenticated by key; "
+                    "use it only for testing on this machine", listen)
+        return None
+    if state_dir is not None and (state_dir / security.SECRET_FILE).exists():
+        return security.load_keys(state_dir)
+    keys = security.new_keys()
+    if state_dir is not None:
+        security.save_keys(state_dir, keys)
+    return keys
+
+
+def _replace_keys(state_dir: Path, keys) -> None:
+    """Write a new run's keys (over any left by an earlier start that failed before its journal)."""
+    from bats.master import security
+
+    (state_dir / security.SECRET_FILE).unlink(missing_ok=True)
+    security.save_keys(state_dir, keys)
+
+
+def _bind(config: Config, keys):
     import zmq
     from bats.master.server import bind_router
 
     listen, _advertise = _endpoints(config)
     try:
-        return bind_router(listen)
+        return (*bind_router(listen, keys), keys)
     except zmq.ZMQError as exc:
         raise UsageError(f"{config.source}: [master] listen: cannot bind {listen}: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     dashboard = _dashboard(args.dashboard)  # first: a port in use is bad input before the run starts
-    journal, bag, config, settings, (_context, sock, bound) = _prepare(args, _bind)
+    journal, bag, config, settings, (_context, sock, bound, auth, keys) = _prepare(args, _bind)
     # imported only now, so that bad input is reported without loading the runtime
     from bats import provisioners
     from bats.master.bats_core import build_core
@@ -284,7 +320,8 @@ def run(args: argparse.Namespace) -> int:
         session = journal.add_session(time.time())
         bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
                               heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"),
-                              state_dir=args.state_dir, config_dir=_config_dir(journal.meta, config))
+                              state_dir=args.state_dir, config_dir=_config_dir(journal.meta, config),
+                              server_key=keys.public_text if keys is not None else None)
         try:
             plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
         except (ProvisionerError, ValueError) as exc:
@@ -314,7 +351,8 @@ def run(args: argparse.Namespace) -> int:
                 chooser.before_show = view.pause  # the table and prompt replace the live view
             chooser.plot_path = args.plot
         server = Server(core, bag, config, journal, plugins, sock, session,
-                        task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser)
+                        task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser,
+                        secure=keys is not None, keep_machines=args.keep_machines)
         try:
             finish = server.run()
             watch.finish(server)
@@ -323,6 +361,8 @@ def run(args: argparse.Namespace) -> int:
             if dashboard is not None:
                 dashboard.close()
             sock.close(linger=0)
+            if auth is not None:
+                auth.stop()
         report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
         _redraw_plot(args.plot, core)
         if server.plan_s is not None:
@@ -547,6 +587,7 @@ def report_command(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from bats.master.journal import JournalError
+    from bats.master.security import KeyFileError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -565,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _run_parser().parse_args(argv)
         _setup_logging(args.verbose, args.quiet)
         return run(args)
-    except (UsageError, BagError, ConfigError, JournalError) as exc:
+    except (UsageError, BagError, ConfigError, JournalError, KeyFileError) as exc:
         # one line, whatever the message quotes (a file name may hold a newline)
         message = str(exc).replace("\r", "\\r").replace("\n", "\\n")
         print(f"bats-master: error: {message}", file=sys.stderr)

@@ -14,14 +14,25 @@ core's is fed as ``PriceChanged``, next to the CSV traces of emulated spot marke
 ``interruption`` (a spot interruption notice) makes its machine lost at once, so the core re-queues
 its tasks, and the machine is given back before the cloud takes it. After every acquisition, a
 provisioner's ``usable_max`` below the cluster's ``max`` lowers the ``max`` the core plans with.
+
+Provisioner calls (acquire, release, status) never run on this thread: :mod:`bats.master.calls`
+runs them on daemon threads with a timeout and retries with backoff, one call of each kind at a
+time per provisioner (never two acquisitions at once), and the loop picks up their
+outcomes every tick, so a failing or hanging back end never holds up dispatch. At the end
+(:meth:`Server._shutdown`, also after SIGTERM/Ctrl-C, and after a second signal without waiting
+for the run to stop) every machine still held is released, the master waits up to
+``SHUTDOWN_WAIT_S`` for the releases, and logs which machines were released, which were kept
+(``--keep-machines``) and which could not be released.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import logging
 import math
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,11 +49,14 @@ from bats.common.protocol import (
 from bats.master import bats_core as b
 from bats.master import core as c
 from bats.master.bag import Bag
+from bats.master.calls import Calls, Outcome
 from bats.master.choosing import Chooser, StopRun
 from bats.master.journal import Journal, JournalError
 from bats.master.offers import Offer
 from bats.master.offers_core import AskOffers, OffersMade
+from bats.master.security import MasterKeys, secure_router
 from bats.provisioners.base import MachineHandle, MachineState, Provisioner
+from zmq.auth.thread import ThreadAuthenticator
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +64,9 @@ TICK_S = 0.2  # loop housekeeping period: journal commit, liveness, heartbeats
 STATUS_POLL_S = 1.0  # how often provisioners are asked about their machines
 MACHINE_SNAPSHOT_S = 2.0  # how often live machines' uptime is journaled (cost survives a crash)
 DRAIN_BATCH = 2000  # frames handled before housekeeping gets a turn
+SHUTDOWN_WAIT_S = 60.0  # how long the master waits for the last provisioner calls (releases) at exit
+EARLY_HELLOS = 256  # hellos held while acquisitions are in flight (their machine ids are not known yet)
+ACQUIRE_ATTEMPTS = 5  # an acquisition is tried this often (backoff 1, 2, 4, 8 s) before the core hears it failed
 # plain ints: pyzmq's flag enums cost an enum construction per ``|`` on the hot path
 _NOBLOCK = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
@@ -61,6 +78,7 @@ class _Peer:
     machine: str
     identity: bytes
     last_seen: float  # time.monotonic()
+    key: str | None = None  # the connection's CurveZMQ client key (None without encryption)
 
 
 class Server:
@@ -78,6 +96,8 @@ class Server:
         task_timeout_s: float | None = None,
         on_tick: Callable[[Server], None] | None = None,
         chooser: Chooser | None = None,
+        secure: bool = False,
+        keep_machines: bool = False,
     ) -> None:
         self.core = core
         self.bag = bag
@@ -100,6 +120,21 @@ class Server:
         self.finish: c.Finish | None = None
         self.stop_reason: str | None = None
         self.dropped_frames = 0
+        # CurveZMQ: each machine is bound to the client key of the first connection that presented
+        # its token; a hello from another key is refused (see bats.master.security)
+        self.secure = secure
+        self.bound_keys: dict[str, str] = {}
+        self._frame_key: str | None = None  # client key of the frame being handled (secure)
+        self.keep_machines = keep_machines  # on a stop by signal, leave machines running
+        self.calls = Calls()
+        # one call of each kind at a time per provisioner: a hung status query never holds up a release
+        self._locks = {(name, kind): threading.Lock() for name in provisioners for kind in ("acquire", "release", "status")}
+        self.released: list[str] = []  # "machine (native id)" given back, for the summary at exit
+        self.kept: list[str] = []
+        self.release_failed: list[str] = []
+        self._shutting_down = False
+        self._early: dict[str, tuple[bytes, dict, str | None]] = {}  # hellos that came before their acquisition returned
+        self._on_outcome = {"acquire": self._acquired, "release": self._released, "status": self._statuses}
         self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
         self._execute = {
             c.Dispatch: self._do_dispatch,
@@ -140,19 +175,28 @@ class Server:
                 if mono >= next_tick:
                     next_tick = mono + TICK_S
                     self._housekeeping(mono, timers)
-        finally:
+        except KeyboardInterrupt:  # a second signal: stop now, but still give every machine back
+            log.warning("stopping at once; releasing machines")
+            if self.finish is None:
+                self.finish = c.Finish("incomplete", self.stop_reason or "interrupted")
+        try:
+            self._shutdown()
+        finally:  # the handlers stay while machines are given back: a third signal does not cut that short
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         assert self.finish is not None
-        self._shutdown()
         return self.finish
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
+        if self._shutting_down:
+            log.warning("%s: already stopping; still giving machines back", name)
+            return
         if self.stop_reason is not None:
             raise KeyboardInterrupt  # a second signal: stop waiting politely
         self.stop_reason = f"stopped by {name}"
-        log.warning("%s: stopping; machines will be released", name)
+        log.warning("%s: stopping; machines will be %s", name,
+                    "kept running (--keep-machines)" if self.keep_machines else "released")
 
     def _drain(self) -> None:
         """Wait up to a tick for a frame, handle it and every frame already waiting (up to a batch),
@@ -160,6 +204,7 @@ class Server:
         of short tasks costs one ZeroMQ message instead of one each."""
         sock = self.socket
         recv, more = sock.recv, sock.getsockopt
+        secure, peers = self.secure, self.peers
         self._outbox = outbox = {}
         flags = 0  # the first receive blocks (up to RCVTIMEO); the rest take only what is there
         try:
@@ -169,7 +214,15 @@ class Server:
                 except zmq.Again:
                     break
                 flags = _NOBLOCK
-                parts = [identity, recv(_NOBLOCK)]  # a ROUTER message always has a body after the identity
+                if secure:  # every frame carries its connection's client key (the ZAP User-Id)
+                    body = recv(_NOBLOCK, copy=False)
+                    key = self._frame_key = body.get("User-Id")
+                    parts = [identity, body.bytes]
+                    peer = peers.get(identity)
+                    if peer is not None and peer.key != key:
+                        self._impostor(peer)
+                else:
+                    parts = [identity, recv(_NOBLOCK)]  # a ROUTER message always has a body after the identity
                 while more(_RCVMORE):
                     parts.append(recv(_NOBLOCK))
                 self._on_frame(parts)
@@ -254,16 +307,36 @@ class Server:
             self._lose(peer.machine, reason, time.time())
         # heartbeat: last_seen is all it updates
 
-    def _on_hello(self, identity: bytes, msg: dict) -> None:
+    def _on_hello(self, identity: bytes, msg: dict, key: str | None = None) -> None:
         machine_id = msg["machine"]
         handle = self.handles.get(machine_id)
-        if handle is None or msg["token"] != handle.token or msg["cluster"] != handle.cluster:
-            handle = self._join(msg)
+        if self.secure and key is None:
+            key = self._frame_key
+        if handle is None and self.calls.busy("acquire", msg["cluster"]):
+            self._collect_calls()  # the acquisition that started this worker may have just returned
+            handle = self.handles.get(machine_id)
+            if handle is None and self.calls.busy("acquire", msg["cluster"]) and len(self._early) < EARLY_HELLOS:
+                self._early[machine_id] = (identity, msg, key)  # answered once the acquisition returns
+                return
+        if (handle is None or msg["cluster"] != handle.cluster
+                or not hmac.compare_digest(msg["token"].encode(), handle.token.encode())):
+            handle = self._join(msg)  # a worker started by hand (manual) may take a seat
         if handle is None:
             self._drop(f"peer {identity.hex()}", f"hello from unknown machine {machine_id!r} or bad token")
             self._send(identity, encode("stop", reason="unknown machine or bad token"))
             return
         machine_id = handle.machine_id  # a worker started by hand is known by the seat it took
+        if self.secure:
+            if identity[:1] == b"\0":  # ROUTER-assigned ids are predictable: see _impostor
+                self._drop(f"peer {identity.hex()}", f"hello for {machine_id} from a connection without a random id")
+                self._send(identity, encode("stop", reason="connect with a random routing id (bats-worker does)"))
+                return
+            if not key or self.bound_keys.setdefault(machine_id, key) != key:
+                # no client key, or the token was first used by a connection with another key
+                self._drop(f"peer {identity.hex()}", f"hello for {machine_id} from a second client key; "
+                           "its token is bound to the connection that used it first")
+                self._send(identity, encode("stop", reason="token already used by another connection"))
+                return
         machine = self.core.machines.get(machine_id)
         if machine is None or machine.state is c.MachineState.GONE:
             self._send(identity, encode("stop", reason="machine is no longer part of the run"))
@@ -271,7 +344,7 @@ class Server:
         old = self.peer_of.get(machine_id)
         if old is not None:
             self.peers.pop(old.identity, None)
-        peer = _Peer(machine_id, identity, time.monotonic())
+        peer = _Peer(machine_id, identity, time.monotonic(), key)
         self.peers[identity] = peer
         self.peer_of[machine_id] = peer
         log.info("%s joined from %s (%d cpus, worker %s)", machine_id, msg["host"], msg["cpus"], msg["version"])
@@ -292,6 +365,15 @@ class Server:
             log.error("cluster %s: join of %r failed: %s", msg["cluster"], msg["machine"], exc)
             return None
         return handle if handle is not None and self.handles.get(handle.machine_id) is handle else None
+
+    def _impostor(self, peer: _Peer) -> None:
+        """A frame from a known peer's identity but another client key: a new connection took the
+        identity of one that dropped (libzmq's own ids are predictable; bats-worker picks a random
+        one, and hellos from the predictable ones are refused). Nothing more goes to that identity:
+        the real worker reconnects and says hello again with its own key."""
+        log.warning("%s: a connection with another client key took its connection id; forgetting it",
+                    peer.machine)
+        self._forget(peer)
 
     def _forget(self, peer: _Peer) -> None:
         self.peers.pop(peer.identity, None)
@@ -326,16 +408,51 @@ class Server:
             log.info("task %d failed on %s (exit %d%s)", action.task, action.machine, action.exit_code,
                      ", timed out" if action.timed_out else "")
 
+    def _call(self, kind: str, cluster: str, fn: Callable[[Provisioner], object], context: object = None,
+              attempts: int | None = 1, late: Callable[[object], None] | None = None) -> None:
+        """Run ``fn(provisioner)`` off this thread (see :mod:`bats.master.calls`); its outcome comes
+        back through ``_on_outcome[kind]`` on a later tick."""
+        provisioner = self.provisioners[cluster]
+        self.calls.submit(kind, cluster, lambda: fn(provisioner), context=context,
+                          timeout_s=provisioner.call_timeout_s(), attempts=attempts, late=late,
+                          lock=self._locks[cluster, kind])
+
+    def _collect_calls(self) -> None:
+        for outcome in self.calls.poll():
+            self._on_outcome[outcome.kind](outcome)
+        for machine_id, early in list(self._early.items()):  # no acquisition left that could know them
+            if not self.calls.busy("acquire", early[1]["cluster"]) and self._early.pop(machine_id, None):
+                self._on_hello(*early)
+
     def _do_acquire(self, action: c.Acquire) -> None:
-        provisioner = self.provisioners[action.cluster]
-        try:
-            handles = provisioner.acquire(action.n)
-        except Exception as exc:  # a plugin's failure must not take the master down
-            log.error("cluster %s: acquiring %d machine(s) failed: %s", action.cluster, action.n, exc)
-            self._limit_cluster(action.cluster, provisioner.usable_max)
-            self._feed(c.AcquireFailed(time.time(), action.cluster, action.n, str(exc)))
+        if self._shutting_down:
             return
-        self._limit_cluster(action.cluster, provisioner.usable_max)
+        n = action.n
+        self._call("acquire", action.cluster, lambda p: p.acquire(n), context=n, attempts=ACQUIRE_ATTEMPTS,
+                   late=lambda handles, cluster=action.cluster: self._release_unwanted(cluster, handles))
+
+    def _release_unwanted(self, cluster: str, handles: object) -> None:
+        """Machines that came after the run stopped wanting them (a timed-out acquisition that
+        answered late, or one that answered after the run ended): given back at once."""
+        if not isinstance(handles, list) or not handles:
+            return
+        log.warning("cluster %s: %d machine(s) came after they were given up on; releasing them: %s",
+                    cluster, len(handles), ", ".join(_describe(h) for h in handles))
+        self._call("release", cluster, lambda p: p.release(handles), context=handles, attempts=None)
+
+    def _acquired(self, outcome: Outcome) -> None:
+        cluster, n = outcome.cluster, outcome.context
+        if self.core.finished is not None or self._shutting_down:
+            self._release_unwanted(cluster, outcome.value)
+            return
+        self._limit_cluster(cluster, self.provisioners[cluster].usable_max)
+        if not outcome.ok:
+            log.error("cluster %s: acquiring %d machine(s) failed after %d attempt(s): %s", cluster, n,
+                      outcome.attempts, outcome.error)
+            self._feed(c.AcquireFailed(time.time(), cluster, n, str(outcome.error)))
+            return
+        handles = outcome.value
+        assert isinstance(handles, list) and isinstance(n, int)
         now = time.time()
         for handle in handles:
             self.handles[handle.machine_id] = handle
@@ -343,10 +460,14 @@ class Server:
             self._journal_machine(self.core.machines[handle.machine_id], now)
         if handles:  # money is being spent: on disk now, not at the next tick, so a crash cannot lose it
             self._flush_journal()
-        missing = action.n - len(handles)
+        missing = n - len(handles)
         if missing > 0:
-            self._feed(c.AcquireFailed(now, action.cluster, missing, "provisioner returned fewer machines"))
-        log.info("cluster %s: acquired %d machine(s)", action.cluster, len(handles))
+            self._feed(c.AcquireFailed(now, cluster, missing, "provisioner returned fewer machines"))
+        log.info("cluster %s: acquired %d machine(s)", cluster, len(handles))
+        for handle in handles:  # workers that said hello before the acquisition returned
+            early = self._early.pop(handle.machine_id, None)
+            if early is not None:
+                self._on_hello(*early)
 
     def _limit_cluster(self, name: str, usable: int | None) -> None:
         """The back end cannot give ``name`` more than ``usable`` machines (capacity, quotas): the
@@ -379,7 +500,8 @@ class Server:
     def _do_release(self, action: c.Release) -> None:
         peer = self.peer_of.get(action.machine)
         if peer is not None:
-            self._send(peer.identity, encode("stop", reason=action.reason))
+            if not (self.keep_machines and self.stop_reason is not None):
+                self._send(peer.identity, encode("stop", reason=action.reason))
             self._forget(peer)
         self._give_back(action.machine, time.time())
 
@@ -448,6 +570,7 @@ class Server:
     # ------------------------------------------------------------ housekeeping
     def _housekeeping(self, mono: float, timers: dict[str, float]) -> None:
         master = self.config.master
+        self._collect_calls()
         now = time.time()
         for peer in list(self.peers.values()):
             silent = mono - peer.last_seen
@@ -496,13 +619,15 @@ class Server:
         self._give_back(machine_id, now)
 
     def _give_back(self, machine_id: str, now: float) -> None:
-        """Hand a machine back to its provisioner and journal its final figures."""
+        """Hand a machine back to its provisioner (retried until it succeeds, off this thread) and
+        journal its final figures. With ``--keep-machines``, a stop by signal leaves it running."""
         handle = self.handles.get(machine_id)
         if handle is not None:
-            try:
-                self.provisioners[handle.cluster].release([handle])
-            except Exception as exc:  # a plugin's failure must not take the master down
-                log.error("releasing %s failed: %s", machine_id, exc)
+            if self.keep_machines and self.stop_reason is not None:
+                self.kept.append(_describe(handle))
+            else:
+                self._call("release", handle.cluster, lambda p: p.release([handle]), context=[handle],
+                           attempts=None)
         machine = self.core.machines.get(machine_id)
         if machine is not None:
             self._journal_machine(machine, now)
@@ -514,18 +639,38 @@ class Server:
             if handle is not None:
                 by_cluster.setdefault(handle.cluster, []).append(handle)
         for cluster, handles in by_cluster.items():
-            try:
-                states = self.provisioners[cluster].status(handles)
-            except Exception as exc:
-                log.warning("cluster %s: status query failed: %s", cluster, exc)
-                continue
-            for machine_id, state in states.items():
-                if state in (MachineState.GONE, MachineState.FAILED):
-                    peer = self.peer_of.get(machine_id)
-                    if peer is not None:
-                        self._forget(peer)
-                    log.warning("%s: the provisioner reports it %s", machine_id, state.value)
-                    self._lose(machine_id, f"provisioner reports {state.value}", now)
+            if not self.calls.busy("status", cluster):  # a slow back end is not asked again meanwhile
+                self._call("status", cluster, lambda p, h=handles: p.status(h))
+
+    def _released(self, outcome: Outcome) -> None:
+        handles = outcome.context
+        assert isinstance(handles, list)
+        if outcome.ok:
+            self.released.extend(_describe(h) for h in handles)
+        else:
+            self.release_failed.extend(_describe(h) for h in handles)
+            log.error("cluster %s: releasing %s failed: %s", outcome.cluster,
+                      ", ".join(_describe(h) for h in handles), outcome.error)
+
+    def _statuses(self, outcome: Outcome) -> None:
+        if self._shutting_down:
+            return  # everything is being released anyway
+        if not outcome.ok:
+            log.warning("cluster %s: status query failed: %s", outcome.cluster, outcome.error)
+            return
+        now = time.time()
+        states = outcome.value
+        assert isinstance(states, dict)
+        for machine_id, state in states.items():
+            machine = self.core.machines.get(machine_id)
+            if machine is None or machine.state is c.MachineState.GONE:
+                continue  # lost or released since the query was sent
+            if state in (MachineState.GONE, MachineState.FAILED):
+                peer = self.peer_of.get(machine_id)
+                if peer is not None:
+                    self._forget(peer)
+                log.warning("%s: the provisioner reports it %s", machine_id, state.value)
+                self._lose(machine_id, f"provisioner reports {state.value}", now)
 
     def _journal_machine(self, machine: c.Machine, now: float) -> None:
         atus, cost = self.core.machine_cost(machine, now)
@@ -536,37 +681,84 @@ class Server:
         )
 
     def _shutdown(self) -> None:
-        """Release whatever is still held, tell connected workers to stop, commit the journal."""
+        """Release whatever is still held, tell connected workers to stop, wait for the provisioner
+        calls still open (releases above all), say what was released, commit the journal."""
+        self._shutting_down = True
         now = time.time()
         for machine in self.core.machines.values():
             self._journal_machine(machine, now)
-        stop = encode("stop", reason=self.finish.reason if self.finish else "master exiting")
-        for peer in list(self.peers.values()):
-            self._send(peer.identity, stop)
-        for name, provisioner in self.provisioners.items():
+        keep = self.keep_machines and self.stop_reason is not None
+        if not keep:
+            stop = encode("stop", reason=self.finish.reason if self.finish else "master exiting")
+            for peer in list(self.peers.values()):
+                self._send(peer.identity, stop)
+        for name in self.provisioners:
             held = [self.handles[m.id] for m in self.core.live_machines(name) if m.id in self.handles]
-            try:
-                if held:
-                    provisioner.release(held)
-                provisioner.close()
-            except Exception as exc:
-                log.error("cluster %s: release at exit failed: %s", name, exc)
+            if not held:
+                continue
+            if keep:
+                self.kept.extend(_describe(h) for h in held)
+            else:
+                self._call("release", name, lambda p, h=held: p.release(h), context=held, attempts=None)
+        deadline = time.monotonic() + SHUTDOWN_WAIT_S
+        self.calls.hurry()
+        while self.calls.pending or self.calls.late_pending():
+            for outcome in self.calls.wait(deadline):
+                self._on_outcome[outcome.kind](outcome)
+            if time.monotonic() >= deadline:
+                break
+            if self.calls.late_pending() and not self.calls.pending:
+                time.sleep(0.05)
+        self._say_what_was_released()
+        if not keep:
+            for name, provisioner in self.provisioners.items():
+                try:
+                    provisioner.close()
+                except Exception as exc:  # a plugin's failure must not take the master down
+                    log.error("cluster %s: closing the provisioner failed: %s", name, exc)
         self._flush_journal()
+
+    def _say_what_was_released(self) -> None:
+        stopped = self.stop_reason is not None
+        level = logging.WARNING if stopped else logging.INFO
+        if self.released:
+            log.log(level, "released %d machine(s): %s", len(self.released), ", ".join(self.released))
+        if self.kept:
+            log.warning("kept %d machine(s) running (--keep-machines); they cost money until you stop them: %s",
+                        len(self.kept), ", ".join(self.kept))
+        if self.release_failed:
+            log.error("could NOT release %d machine(s); they may still be running and costing money: %s",
+                      len(self.release_failed), ", ".join(self.release_failed))
+
+
+def _describe(handle: MachineHandle) -> str:
+    return f"{handle.machine_id} ({handle.native_id})" if handle.native_id else handle.machine_id
 
 
 def _as_bytes(blob: bytes | str) -> bytes:
     return blob if isinstance(blob, bytes) else blob.encode("utf-8", errors="replace")
 
 
-def bind_router(endpoint: str) -> tuple[zmq.Context, zmq.Socket, str]:
-    """Bind the master's ROUTER socket; ``tcp://HOST:*`` picks a free port. Returns the bound endpoint."""
+def bind_router(endpoint: str, keys: MasterKeys | None = None
+                ) -> tuple[zmq.Context, zmq.Socket, str, ThreadAuthenticator | None]:
+    """Bind the master's ROUTER socket; ``tcp://HOST:*`` picks a free port. Returns the bound endpoint.
+
+    With ``keys`` the socket is a CurveZMQ server and the returned ZAP authenticator (a thread) must
+    be stopped after the socket is closed; without them (``--insecure``) it is plain TCP."""
     context = zmq.Context.instance()
     sock = context.socket(zmq.ROUTER)
+    auth = secure_router(context, sock, keys) if keys is not None else None
     sock.setsockopt(zmq.LINGER, 500)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)  # larger frames drop the peer, not us
     sock.setsockopt(zmq.SNDHWM, 100_000)
     sock.setsockopt(zmq.RCVHWM, 100_000)
-    sock.bind(endpoint)
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        if auth is not None:
+            auth.stop()
+        raise
     bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-    return context, sock, bound
+    return context, sock, bound, auth
 

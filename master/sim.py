@@ -34,6 +34,12 @@ pool gives it a slot, then boots for ``startup``; a release frees the slot (or w
 knows, not those still to come; a cluster without a trace is an idle pool of ``max`` slots) by
 :func:`bats.master.offer_gen.generate_offers`, the task runtime divided by the cluster's speed.
 
+Fault injection (:class:`SimFaults`, for property tests): each acquired machine fails to boot
+with probability ``boot_fail_rate`` (it never says hello; the core's boot timeout gives it up), and
+each machine that boots is lost with probability ``loss_rate`` at a uniformly drawn moment within
+``loss_within_s`` of its boot (the core hears ``MachineLost``), from a stream of its own seeded
+with ``seed``. Price spikes need nothing new: a cluster's ``price_trace`` moves its price.
+
 Base runtimes are drawn once per task (a task takes the same time wherever it runs, scaled by the
 speed) by :mod:`bats.master.runtimes` from a numpy ``Generator`` seeded with ``--seed``; the core
 gets its own ``random.Random(seed)``; simulated failures (``--fail-rate``) a third stream. Same seed,
@@ -59,6 +65,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bats.common.config import ClusterConfig, Config
@@ -74,7 +81,13 @@ from bats.master.args import (
     load_cluster_config,
 )
 from bats.master.bats_core import Choice
-from bats.master.offer_gen import EdfPool, PoolJob, background_job, generate_offers, pool_at
+from bats.master.offer_gen import (
+    EdfPool,
+    PoolJob,
+    background_job,
+    generate_offers,
+    pool_at,
+)
 from bats.master.offers_core import AskOffers, OffersCore, OffersMade
 
 if TYPE_CHECKING:
@@ -84,7 +97,17 @@ log = logging.getLogger("bats.sim")
 
 DEFAULT_TICK_S = 60.0
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
-_TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE, _POOL = 0, 1, 2, 3, 4, 5  # heap entry kinds
+_TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE, _POOL, _LOST = 0, 1, 2, 3, 4, 5, 6  # heap entry kinds
+
+
+@dataclass(frozen=True)
+class SimFaults:
+    """Machines that fail: see the module docstring."""
+
+    boot_fail_rate: float = 0.0
+    loss_rate: float = 0.0
+    loss_within_s: float = 3600.0
+    seed: int = 0
 
 
 def cluster_speed(cluster: ClusterConfig) -> float:
@@ -130,6 +153,7 @@ class Simulator:
         fail_rng: random.Random | None = None,
         session: int = 1,
         choice: Choice | None = None,
+        faults: SimFaults | None = None,
     ) -> None:
         if tick_s <= 0:
             raise ValueError("tick_s must be > 0")
@@ -161,6 +185,10 @@ class Simulator:
         self._pool_next: dict[str, float] = {}
         deadline = getattr(getattr(core, "settings", None), "deadline_s", None)
         self._pool_due = deadline if isinstance(core, OffersCore) and deadline is not None else math.inf
+        self.faults = faults or SimFaults()
+        self._fault_random = random.Random(f"bats-sim machine faults {self.faults.seed}").random
+        self.boot_failures = 0  # machines that never booted (fault injection)
+        self.losses = 0  # machines lost (fault injection)
         self._real = 0  # heap entries that are not ticks
         longest = max([config.master.boot_timeout_s, core.boot_timeout_s]
                       + [cl.atu_s for cl in config.clusters.values()])
@@ -235,6 +263,16 @@ class Simulator:
                     self._pools[name].advance(now)
                     self._pool_started(name)
                     self._pool_schedule(name)
+            elif kind == _LOST:
+                self._real -= 1
+                machine = entry[3]
+                if machine.gone:
+                    continue
+                machine.gone = True
+                machine.running = False
+                machine.queue.clear()
+                self.losses += 1
+                self._feed(c.MachineLost(now, machine.id, "machine lost (fault injection)"))
             elif kind == _BOOTED:
                 self._real -= 1
                 machine = entry[3]
@@ -327,8 +365,16 @@ class Simulator:
             if pool is not None:  # a job in the pool's queue; it boots when the pool starts it
                 pool.submit(PoolJob(self.now, 1, math.inf, self._pool_due, 1, machine.id))
                 continue
+            faults, chance = self.faults, self._fault_random
+            if faults.boot_fail_rate and chance() < faults.boot_fail_rate:
+                self.boot_failures += 1  # never says hello: the core's boot timeout gives it up
+                continue
             heapq.heappush(self._heap, (ready_at, next(self._seq), _BOOTED, machine))
             self._real += 1
+            if faults.loss_rate and chance() < faults.loss_rate:
+                lost_at = ready_at + chance() * faults.loss_within_s
+                heapq.heappush(self._heap, (lost_at, next(self._seq), _LOST, machine))
+                self._real += 1
         if pool is not None:
             self._pool_started(name)
             self._pool_schedule(name)
@@ -442,7 +488,8 @@ class Simulator:
 
 
 def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: int, *, retries: int = 0,
-             tick_s: float = DEFAULT_TICK_S, fail_rate: float = 0.0, choice: Choice | None = None) -> Simulator:
+             tick_s: float = DEFAULT_TICK_S, fail_rate: float = 0.0, choice: Choice | None = None,
+             faults: SimFaults | None = None) -> Simulator:
     """Build a core and a simulator for ``tasks`` tasks with runtimes drawn from the distribution
     ``runtimes`` (:func:`bats.master.runtimes.parse_runtimes`), run it, return the simulator.
     ``choice`` selects the policy and answers the options (default: self-scheduling)."""
@@ -454,7 +501,7 @@ def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: in
                         boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
                         adaptive_prefetch=config.master.prefetch is None)
     sim = Simulator(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,
-                    fail_rng=random.Random(f"bats-sim failures {seed}"), choice=choice)
+                    fail_rng=random.Random(f"bats-sim failures {seed}"), choice=choice, faults=faults)
     sim.run()
     return sim
 

@@ -3,7 +3,8 @@
 A provisioner serves one cluster. The master calls :meth:`acquire` to start ``n`` machines, each
 of which runs :meth:`Provisioner.bootstrap_argv` (``bats-worker --master … --token …``) and joins
 over ZeroMQ; :meth:`release` gives machines back; :meth:`status` maps each back end's native
-states onto :class:`MachineState` through a table, the way Parsl's providers do.
+states onto :class:`MachineState` through a table, the way Parsl's providers do. The bootstrap
+carries the master's CurveZMQ public key (``--server-key``) unless the master runs ``--insecure``.
 
 Each back end talks to the outside world through one method (``_spawn`` for local processes,
 ``_api`` for a cloud SDK, ``_run`` for a command line), so a test can point it at a real
@@ -69,6 +70,7 @@ class Bootstrap:
     state_dir: str | None = None  # the run's state dir (``manual`` keeps its join token there)
     config_dir: str = "."  # relative paths in the cluster's table (hosts_file, key) start here
     worker_command: tuple[str, ...] = (sys.executable, "-m", "bats.worker")
+    server_key: str | None = None  # the master's CurveZMQ public key (Z85); None: plain TCP (--insecure)
 
 
 class ProvisionerError(RuntimeError):
@@ -97,6 +99,11 @@ class Provisioner(ABC):
         on this machine (its commands are on PATH, its files read); raise
         :class:`ProvisionerConfigError` if not. ``config_dir`` is where relative paths in the config
         are resolved from. (The keys themselves are :meth:`check_config`'s.)"""
+
+    #: how long one acquire/release/status call may take before the master gives up on it and
+    #: tries again. The master makes these calls off its dispatch thread: calls of different methods
+    #: may run at the same time (each on its own thread), two calls of the same method never do.
+    CALL_TIMEOUT_S: ClassVar[float] = 120.0
 
     def __init__(self, cluster: ClusterConfig, bootstrap: Bootstrap) -> None:
         self.cluster = cluster
@@ -132,8 +139,15 @@ class Provisioner(ABC):
             "--token", handle.token,
             "--cluster", handle.cluster,
             "--heartbeat", f"{self.bootstrap.heartbeat_s:g}",
+            # one argument with "=": a Z85 key may begin with "-", which a separate argument would
+            # make look like an option
+            *((f"--server-key={self.bootstrap.server_key}",) if self.bootstrap.server_key else ()),
             *extra,
         ]
+
+    def call_timeout_s(self) -> float:
+        """The timeout of each call of this provisioner (a back end may read it from its options)."""
+        return self.CALL_TIMEOUT_S
 
     def bootstrap_shell(self, handle: MachineHandle, extra: tuple[str, ...] = ()) -> str:
         return shlex.join(self.bootstrap_argv(handle, extra))

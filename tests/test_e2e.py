@@ -17,6 +17,7 @@ import msgpack
 import psutil
 import pytest
 import zmq
+import zmq.auth
 
 from bats.common.protocol import encode
 
@@ -177,6 +178,11 @@ def test_garbage_frames_are_dropped_and_the_bag_still_finishes(tmp_path):
     try:
         attacker = context.socket(zmq.DEALER)
         attacker.setsockopt(zmq.LINGER, 0)
+        # it knows the master's public key (anyone can: it is public) but has no token
+        key_file = tmp_path / "bats-run" / "master.key"
+        wait_for(lambda: key_file.exists() and "public-key" in key_file.read_text(), 30, "the master's key")
+        attacker.curve_serverkey = zmq.auth.load_certificate(key_file)[0]
+        attacker.curve_publickey, attacker.curve_secretkey = zmq.curve_keypair()
         attacker.connect(f"tcp://127.0.0.1:{port}")
         garbage = [
             b"", b"\x00\xff\xfe", os.urandom(512), msgpack.packb([1, 2, 3]), msgpack.packb({"v": 99, "type": "ask"}),

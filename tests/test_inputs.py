@@ -79,7 +79,13 @@ BAG_CASES = {
     "long-line": (b"echo a\n# fine\necho " + b"x" * MAX_LINE_BYTES + b"\n", ["bag.txt:3:", "limit"]),
     "long-comment": (b"#" + b"x" * (MAX_LINE_BYTES + 1), ["bag.txt:1:", "limit"]),
     "invalid-utf8": (b"echo a\r\necho a\n\necho \xff\xfe\n", ["bag.txt:4:", "UTF-8"]),
-    "utf16": ("echo a\n".encode("utf-16"), ["bag.txt:1:"]),
+    "utf16": ("echo a\n".encode("utf-16"), ["bag.txt:1:", "UTF-16"]),
+    "utf16-no-bom": ("echo a\n".encode("utf-16-le"), ["bag.txt:1:", "NUL", "save it as UTF-8"]),
+    "utf32": ("echo a\n".encode("utf-32"), ["bag.txt:1:", "UTF-32"]),
+    "latin1": ("echo a\necho caf\u00e9\n".encode("latin-1"), ["bag.txt:2:", "UTF-8", "0xe9"]),
+    "old-mac-line-ends": (b"echo a\recho b\recho c\r", ["bag.txt:1:", "carriage return"]),
+    "cr-mid-line": (b"echo a\r\necho \rb\r\n", ["bag.txt:2:", "carriage return"]),
+    "nul-late": (b"echo a\n" * 1000 + b"\0", ["bag.txt:1001:", "NUL"]),
 }
 for _name, (_content, _fragments) in BAG_CASES.items():
     CASES[f"bag-{_name}"] = Case({} if _content is None else {"bag.txt": _content}, BAG_RUN, _fragments,
@@ -136,13 +142,30 @@ CONFIG_CASES = {
     "key-with-newline": (LOCAL + '"x\\ny" = 1\n', ["[clusters.a]", "'x\\ny'", "unknown key"]),
     "cluster-with-newline": ('[clusters."a\\nb"]\nprovisioner = "local"\nmax = 0\n',
                              ["[clusters.'a\\nb']", "max"]),
+    "utf16": (LOCAL.encode("utf-16"), ["clusters.toml:1:", "UTF-16"]),
+    "latin1": (LOCAL.encode() + "# caf\u00e9\n".encode("latin-1"), ["clusters.toml:4:", "UTF-8"]),
+    "nul-byte": (LOCAL.encode() + b'colour = "r\0d"\n', ["clusters.toml:4:", "not valid TOML"]),
+    "long-line": (LOCAL + "# " + "x" * 70_000 + "\n", ["clusters.toml:4:", "limit"]),
+    "huge-file": (LOCAL + ("# " + "x" * 1000 + "\n") * 1100, ["more than a config file may hold"]),
+    "duplicate-cluster-key-later": (LOCAL + '\n[clusters.b]\nprovisioner = "local"\nmax = 1\nmax = 3\n',
+                                    ["clusters.toml:8:", "not valid TOML"]),
+    "second-cluster-unknown-provisioner": (LOCAL + '\n[clusters.b]\nmax = 1\nprovisioner = "ec9"\n',
+                                           ["clusters.toml:7:", "[clusters.b]", "ec9"]),
+}
+# Where the line is known, the message starts FILE:LINE: (the key's line, else its table's)
+CONFIG_LINES = {
+    "unknown-key": 4, "unknown-master-key": 2, "provisioner-unknown": 2, "provisioner-not-string": 2,
+    "duplicate-key": 4, "duplicate-table": 4, "invalid-toml": 1, "price-string": 4, "max-zero": 3,
+    "local-option-type": 4, "atu-parsecs": 4, "provisioner-missing": 1, "not-utf8": 4, "utf16": 1,
+    "liveness-below-heartbeat": 3, "listen-not-endpoint": 2, "sampling-unknown-key": 2,
 }
 # Only the master's socket finds this one: checked on the command line, not by load_config.
 UNBINDABLE = ('[master]\nlisten = "tcp://no-such-interface.invalid:5"\n' + LOCAL,
               ["[master]", "listen", "cannot bind"])
 for _name, (_text, _fragments) in {**CONFIG_CASES, "listen-unbindable": UNBINDABLE}.items():
     CASES[f"config-{_name}"] = Case({"bag.txt": GOOD_BAG, "clusters.toml": _text}, CONFIG_RUN, _fragments,
-                                    starts="clusters.toml")
+                                    starts=f"clusters.toml:{CONFIG_LINES[_name]}:" if _name in CONFIG_LINES
+                                    else "clusters.toml")
 CASES["config-missing"] = Case({"bag.txt": GOOD_BAG}, CONFIG_RUN, ["cannot read"], starts="clusters.toml:")
 CASES["config-directory"] = Case({"bag.txt": GOOD_BAG, "clusters.toml": DIR}, CONFIG_RUN, ["cannot read"],
                                  starts="clusters.toml:")
@@ -387,3 +410,53 @@ def test_min_charge_is_a_duration_per_cluster(tmp_path):
     bad.write_text('[clusters.ec2]\nprovisioner = "local"\nmax = 2\nmin_charge = "soon"\n')
     with pytest.raises(ConfigError, match=r"\[clusters.ec2\] min_charge"):
         load_config(bad, provisioners.options_of)
+
+
+def test_load_config_accepts_a_byte_order_mark(tmp_path):
+    path = tmp_path / "clusters.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + LOCAL.encode())
+    assert load_config(path, lambda name: {}).clusters["a"].max == 1
+
+
+# ------------------------------------------------------------------- fuzzing the two loaders
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PIECES = st.sampled_from([b"echo a", b"\n", b"\r\n", b"\r", b"\0", b"#", b"\xef\xbb\xbf", b"\xff\xfe", b"\xe9",
+                           b"[clusters.a]", b'provisioner = "local"', b"max = 1", b"max = 2", b"price = ",
+                           b'"', b"=", b"[master]", b"x" * 70_000, "é".encode(), b"\t"])
+_FILES = st.one_of(st.binary(max_size=512), st.lists(_PIECES, max_size=24).map(b"".join))
+
+
+def _one_line(message: str, name: str) -> None:
+    assert "\n" not in message and "\r" not in message.replace("\\r", "")
+    assert message.startswith(name), message
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=_FILES)
+def test_fuzz_bag_loader_either_loads_or_says_where_in_one_line(tmp_path, data):
+    path = tmp_path / "bag.txt"
+    path.write_bytes(data)
+    try:
+        bag = load_bag(path)
+    except BagError as exc:
+        _one_line(str(exc), str(path))
+        return
+    assert len(bag) > 0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=_FILES)
+def test_fuzz_config_loader_either_loads_or_says_where_in_one_line(tmp_path, data):
+    from bats import provisioners
+
+    path = tmp_path / "clusters.toml"
+    path.write_bytes(data)
+    try:
+        config = load_config(path, provisioners.options_of)
+    except ConfigError as exc:
+        message = str(exc)
+        assert message.startswith(str(path)), message
+        return
+    assert config.clusters

@@ -44,6 +44,7 @@ from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
 from bats.worker.spot import SpotWatcher
 from bats.worker.task import TaskRun
+from zmq.utils import z85
 
 log = logging.getLogger("bats.worker")
 
@@ -73,6 +74,7 @@ class WorkerOptions:
     noop: bool = False
     spot_notice: str | None = None  # instance metadata base URL to watch for a spot interruption
     spot_poll_s: float = 5.0
+    server_key: str | None = None  # the master's CurveZMQ public key (Z85); None: plain TCP
 
 
 class Worker:
@@ -105,6 +107,9 @@ class Worker:
         self.reconnects = 0
         self._watcher: SpotWatcher | None = None
         self._notice_sent = False
+        # CurveZMQ: one fresh client key pair for the life of the process, so a reconnect is the
+        # same client to the master (which binds this machine to the key that first used its token)
+        self._client_keys = zmq.curve_keypair() if options.server_key else None
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -173,7 +178,14 @@ class Worker:
     def _open_socket(self) -> None:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        # a random connection id: the ROUTER's own are predictable, and the master ties this
+        # connection's id to this machine until the connection is gone
+        sock.setsockopt(zmq.ROUTING_ID, b"w" + os.urandom(15))
         try:
+            if self._client_keys is not None:
+                sock.setsockopt(zmq.CURVE_SERVERKEY, self.opts.server_key.encode("ascii"))  # type: ignore[union-attr]
+                sock.setsockopt(zmq.CURVE_PUBLICKEY, self._client_keys[0])
+                sock.setsockopt(zmq.CURVE_SECRETKEY, self._client_keys[1])
             sock.connect(self.opts.master)
         except zmq.ZMQError as exc:
             sock.close()
@@ -428,6 +440,15 @@ def _endpoint(text: str) -> str:
     return text
 
 
+def _z85_key(text: str) -> str:
+    try:
+        if len(text) != 40 or len(z85.decode(text)) != 32:
+            raise ValueError
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise argparse.ArgumentTypeError("expected a CurveZMQ public key: 40 Z85 characters") from None
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``bats-worker`` argument parser."""
     p = argparse.ArgumentParser(
@@ -439,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--machine", required=True, metavar="ID", help="this machine's id (from the provisioner)")
     p.add_argument("--token", default="", help="one-time token from the provisioner")
     p.add_argument("--cluster", default="default", metavar="NAME", help="the cluster this machine belongs to")
+    p.add_argument("--server-key", type=_z85_key, default=os.environ.get("BATS_SERVER_KEY") or None, metavar="KEY",
+                   help="the master's CurveZMQ public key (40 Z85 characters, from the provisioner; "
+                        "default $BATS_SERVER_KEY); without it the connection is not encrypted")
     p.add_argument("--heartbeat", type=_positive_duration, default=2.0, metavar="SECONDS",
                    help="heartbeat interval until the master's welcome says otherwise (default 2)")
     p.add_argument("--liveness", type=_positive_duration, default=15.0, metavar="SECONDS",
@@ -469,9 +493,12 @@ def main(argv: list[str] | None = None) -> int:
     options = WorkerOptions(
         master=args.master, machine=args.machine, token=args.token, cluster=args.cluster,
         heartbeat_s=args.heartbeat, liveness_s=args.liveness, slowdown=args.slowdown,
-        exit_with_parent=args.exit_with_parent, noop=args.noop,
+        exit_with_parent=args.exit_with_parent, noop=args.noop, server_key=args.server_key,
         spot_notice=args.spot_notice, spot_poll_s=args.spot_poll,
     )
+    if not args.server_key:
+        log.warning("no --server-key: connecting to %s without encryption (the master must run --insecure)",
+                    args.master)
     try:
         return Worker(options).run()
     except BadEndpoint as exc:

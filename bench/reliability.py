@@ -1,0 +1,234 @@
+"""``make reliability``: the fault-injection scenarios, many times over, and the cost of encryption;
+writes ``docs/reliability.md``.
+
+    .venv/bin/python bench/reliability.py [--runs N] [--sim-runs N] [--curve-tasks N] [--output FILE]
+
+How this works. Each real-process scenario of ``tests/faults.py`` (a real ``bats-master`` with
+real local workers on 127.0.0.1, hurt in one way) runs ``--runs`` times with different random
+seeds, and each run is audited from its journal and report: tasks without a result (lost),
+result rows beyond one per task (double-counted), money spent past budget plus accepted cushion
+(overrun), and whether the report's cost equals the machines' recorded ATUs times the price. A run
+that raises (the master exits non-zero, a fault did not take effect) counts as an error. The
+simulator rows run BaTS (``bats.master.sim`` with :class:`~bats.master.sim.SimFaults` and price
+traces) on random clusters, bags and choices, and count budget overruns the same way. The cost of
+encryption is ``bench/curve_bench.py``'s measurement, made in this same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform
+import random
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(BENCH_DIR))
+
+import faults  # noqa: E402
+from curve_bench import measure, ping_pong, pong_lines  # noqa: E402
+from sections import fmt  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[reliability {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run_scenarios(runs: int, work: Path) -> list[dict]:
+    rows = []
+    for index, (name, scenario) in enumerate(faults.SCENARIOS.items()):
+        row = {"name": name, "runs": 0, "lost": 0, "double": 0, "overrun": 0, "cost_mismatch": 0, "errors": 0,
+               "tasks": 0, "wall": 0.0, "notes": []}
+        for k in range(runs):
+            seed = 1000 * index + k
+            started = time.perf_counter()
+            try:
+                result = scenario(work / f"s{index}-{k}", random.Random(seed))
+            except Exception as exc:  # noqa: BLE001 - a failed run is counted and described, not fatal
+                row["errors"] += 1
+                row["notes"].append(f"seed {seed}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+                log(f"{name} seed {seed}: ERROR {traceback.format_exc(limit=1).splitlines()[-1]}")
+                continue
+            finally:
+                row["wall"] += time.perf_counter() - started
+            row["runs"] += 1
+            row["tasks"] += result.tasks
+            row["lost"] += result.lost
+            row["double"] += result.double
+            row["overrun"] += result.overrun > 1e-9
+            row["cost_mismatch"] += not result.cost_matches
+            log(f"{name} seed {seed}: lost {result.lost}, double {result.double}, cost {result.cost:.4f} "
+                f"(ATUs {result.atu_cost:.4f}), machines {result.machines}")
+        rows.append(row)
+    return rows
+
+
+def run_simulations(runs: int) -> list[dict]:
+    """BaTS in the simulator with machine faults and price spikes: random cases of the kind the
+    property tests draw (``tests/test_sim_faults.py``), counted the same way."""
+    from test_sim_faults import check_budget
+
+    cases = {
+        "simulator: machine losses and boot failures (BaTS)": (("schedule", "id", "budget"), False),
+        "simulator: price spikes after the options, with losses (BaTS)": (("schedule", "id"), True),
+        "simulator: up-front --budget with price spikes (BaTS)": (("budget",), True),
+    }
+    rows = []
+    for index, (name, (kinds, spikes)) in enumerate(cases.items()):
+        rng = random.Random(12345 + index)
+        row = {"name": name, "runs": 0, "lost": "—", "double": 0, "overrun": 0, "cost_mismatch": "—", "errors": 0,
+               "tasks": 0, "wall": 0.0, "notes": []}
+        started = time.perf_counter()
+        for _ in range(runs):
+            args = _random_case(rng, kinds, spikes)
+            try:
+                check_budget(*args)
+            except AssertionError as exc:
+                message = str(exc).splitlines()[0] if str(exc) else ""
+                if "duplicates" in message or "recorded" in message:
+                    row["double"] += 1
+                else:
+                    row["overrun"] += 1
+                    if len(row["notes"]) < 2:
+                        row["notes"].append(f"overrun, e.g. (status, reason, cost, budget + cushion, losses, "
+                                            f"boot failures) = {message[:220]}")
+            except Exception as exc:  # noqa: BLE001
+                row["errors"] += 1
+                row["notes"].append(f"{type(exc).__name__}: {exc}"[:200])
+            row["runs"] += 1
+            row["tasks"] += args[1]
+        row["wall"] = time.perf_counter() - started
+        log(f"{name}: {row['runs']} runs, {row['overrun']} overruns")
+        rows.append(row)
+    return rows
+
+
+def _random_case(rng: random.Random, kinds: tuple[str, ...], spikes: bool) -> tuple:
+    """Arguments for ``check_budget``, drawn from the same ranges as the property tests' strategies."""
+    from bats.master.sim import SimFaults
+    from test_bats_core import PRICES
+
+    clusters = [{"max": rng.randint(1, 8), "price": rng.choice(PRICES), "atu_s": rng.choice([1.0, 60.0, 300.0, 3600.0]),
+                 "speed": rng.choice([0.5, 1.0, 2.0, 3.0]), "startup": rng.choice([0.0, 5.0, 90.0])}
+                for _ in range(rng.randint(1, 3))]
+    spec = rng.choice([f"fixed:{rng.randint(1, 900)}", f"normal:{rng.randint(1, 30)}m,{rng.randint(0, 300)}s",
+                       f"levy:{rng.randint(1, 15)}m,{rng.randint(1, 60)}m", "mdb"])
+    kind = rng.choice(kinds)
+    how = {"schedule": ("schedule", rng.choice(["cheapest", "fastest"]), rng.random() < 0.5),
+           "id": ("id", rng.randint(1, 10_000), rng.random() < 0.5),
+           "budget": ("budget", rng.choice([1.0, 1.01, 1.2, 2.0, 5.0]), rng.random() < 0.5)}[kind]
+    faults = SimFaults(boot_fail_rate=rng.choice([0.0, 0.1, 0.3, 0.6]), loss_rate=rng.choice([0.0, 0.2, 0.5, 0.9]),
+                       loss_within_s=rng.choice([60.0, 900.0, 7200.0]), seed=rng.randint(0, 2**16))
+    spike = [(rng.choice([60.0, 600.0, 3600.0]), rng.choice([1.5, 3.0, 10.0]), rng.choice([None, 300.0, 3600.0]))
+             if spikes and rng.random() < 0.7 else None for _ in range(3)]
+    return clusters, rng.randint(20, 300), spec, how, faults, spike, rng.randint(0, 2**32 - 1)
+
+
+def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: dict, args: argparse.Namespace,
+          started_at: dt.datetime, wall_s: float) -> None:
+    lines = [
+        "# Reliability: fault injection and the cost of encryption",
+        "",
+        f"Generated by `bench/reliability.py` (`make reliability`) on {started_at:%Y-%m-%d %H:%M %Z}, "
+        f"{platform.node()} ({platform.machine()}, {platform.python_implementation()} "
+        f"{platform.python_version()}), in {wall_s / 60:.1f} min. Do not edit by hand: run it again.",
+        "",
+        "Every real-process scenario runs a real `bats-master` with real local `bats-worker` processes over "
+        "CurveZMQ on 127.0.0.1 (`tests/faults.py`; one run of each is part of `make test` in "
+        "`tests/test_faults.py`), then audits the state directory: **lost** counts tasks of the bag without a "
+        "result row in the journal, **double-counted** counts result rows beyond one per task, **budget overruns** "
+        "counts runs whose report's cost is above the plan's budget plus its accepted cushion (only runs with a "
+        "BaTS plan have one), and **cost ≠ ATUs** counts runs whose report's cost differs from the sum of the "
+        "machines' recorded ATUs times the price. **errors** are runs that did not finish as expected (the master "
+        "exited non-zero or the fault did not take effect).",
+        "",
+        "| scenario | runs | tasks | lost | double-counted | budget overruns | cost ≠ ATUs | errors | wall (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in real + sim:
+        lines.append(f"| {row['name']} | {row['runs']} | {row['tasks']:,} | {row['lost']} | {row['double']} | "
+                     f"{row['overrun']} | {row['cost_mismatch']} | {row['errors']} | {row['wall']:.0f} |")
+    notes = [(row["name"], note) for row in real + sim for note in row["notes"]]
+    lines += ["", "What each scenario does:", ""]
+    for name, scenario in faults.SCENARIOS.items():
+        lines.append(f"- **{name}**: {' '.join((scenario.__doc__ or '').split())}")
+    lines += [
+        "- **simulator rows**: random clusters (1-3, prices, ATUs, speeds, boot times), bags (20-300 tasks, "
+        "fixed/normal/Lévy/MDB runtimes) and BaTS choices, drawn from the property tests' strategies "
+        "(`tests/test_sim_faults.py`), with machines that fail to boot, machines lost mid-run and, where the "
+        "row says so, price spikes (×1.5 to ×10 from 1 min to 1 h in, for 5 min, 1 h or for good).",
+        "",
+    ]
+    if notes:
+        lines += ["Notes on the runs above:", ""]
+        lines += [f"- {name}: {note}" for name, note in notes]
+        lines.append("")
+    lines += [
+        "The up-front `--budget` row is a known gap of the BaTS policy (`master/bats_core.py`, not changed by "
+        "this work): with an up-front budget the sampling happens inside the run, and a price rise during it "
+        "can make the run spend more than the budget; `tests/test_sim_faults.py` keeps a minimal example as a "
+        "strict expected failure. With the options shown first (`--schedule`), price spikes are absorbed.",
+        "",
+        "## The cost of encryption",
+        "",
+        f"{curve['tasks']:,} no-op tasks on 2 `noop` local workers, CurveZMQ (the default) against `--insecure`, "
+        f"alternating, {curve['repeats']} repeats each, medians (`bench/curve_bench.py`, also `make bench` "
+        "section 8):",
+        "",
+        "| transport | tasks/s | master CPU per task |",
+        "|---|---:|---:|",
+    ]
+    for mode in ("curve", "insecure"):
+        m = curve["medians"][mode]
+        lines.append(f"| {mode} | {fmt(m['tps'])} | {fmt(m['us_per_task'], '.1f', ' µs')} |")
+    ratio = curve["ratio"]
+    lines += ["", f"Throughput with encryption / without: **{fmt(ratio, '.2f')}**"
+              + (f" ({(1 - ratio) * 100:.0f}% fewer tasks per second)." if ratio is not None and ratio < 1 else ".")
+              + " Range of the repeats (tasks/s): " + "; ".join(
+                  f"{mode} {fmt(r[0])}–{fmt(r[1])}" for mode, r in curve["ranges"].items() if r is not None) + ".",
+              "",
+              "The master packs many messages into each frame when tasks are this short, so the encryption cost per "
+              "task is small next to the run-to-run noise of a shared machine; "
+              + pong_lines(pong)[0], *pong_lines(pong)[1:], ""]
+    if curve["errors"]:
+        lines += ["Errors: " + "; ".join(curve["errors"]), ""]
+    lines += ["## Reproduce", "",
+              f"`make reliability` (this page: `.venv/bin/python bench/reliability.py --runs {args.runs} "
+              f"--sim-runs {args.sim_runs} --curve-tasks {args.curve_tasks} --curve-repeats {args.curve_repeats}`; "
+              "about 5 minutes).", ""]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench/reliability.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=3, help="runs of each real-process scenario (default 3)")
+    p.add_argument("--sim-runs", type=int, default=200, help="simulator runs per simulator row (default 200)")
+    p.add_argument("--curve-tasks", type=int, default=20_000, help="no-op tasks per encryption run (default 20,000)")
+    p.add_argument("--curve-repeats", type=int, default=5, help="repeats per transport (default 5)")
+    p.add_argument("--output", default=str(REPO / "docs" / "reliability.md"))
+    args = p.parse_args(argv)
+    started, started_at = time.perf_counter(), dt.datetime.now().astimezone()
+    with tempfile.TemporaryDirectory(prefix="bats-reliability-") as tmp:
+        work = Path(tmp)
+        real = run_scenarios(args.runs, work)
+        sim = run_simulations(args.sim_runs)
+        from run import run_bats  # bench/run.py's runner: a fresh state dir per run
+
+        log(f"encryption: {args.curve_tasks:,} noop tasks, {args.curve_repeats} repeats per transport")
+        curve = measure(run_bats, work, args.curve_tasks, args.curve_repeats, log)
+        log("encryption: the transport alone, ping-pong")
+        pong = ping_pong(args.curve_repeats)
+    write(Path(args.output), real, sim, curve, pong, args, started_at, time.perf_counter() - started)
+    log(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

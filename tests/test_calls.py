@@ -1,0 +1,138 @@
+"""bats.master.calls: provisioner calls off the dispatch path, with timeouts, retries and backoff.
+
+A fake clock decides every timeout and backoff; threads are synchronised with events, so nothing
+here depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from bats.master.calls import CallTimeout, Calls
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def settle(calls: Calls, clock: Clock, steps: int = 200):
+    """Poll until something settles (threads finish on their own; the clock stands still)."""
+    for _ in range(steps):
+        got = calls.poll()
+        if got:
+            return got
+        threading.Event().wait(0.01)
+    raise AssertionError("nothing settled")
+
+
+def test_success_is_reported_once_with_its_value():
+    clock = Clock()
+    calls = Calls(clock)
+    calls.submit("acquire", "a", lambda: ["m1"], context=1)
+    assert calls.busy("acquire", "a") and not calls.busy("release", "a")
+    (outcome,) = settle(calls, clock)
+    assert outcome.ok and outcome.value == ["m1"] and outcome.context == 1 and outcome.attempts == 1
+    assert calls.poll() == [] and not calls.busy("acquire", "a")
+
+
+def test_failures_are_retried_with_doubling_backoff_then_reported():
+    clock = Clock()
+    calls = Calls(clock)
+    tries = []
+
+    def failing():
+        tries.append(clock.now)
+        raise RuntimeError("boom")
+
+    calls.submit("acquire", "a", failing, attempts=3, backoff_s=1.0)
+    for _ in range(200):  # first attempt fails: a retry is due at t=1
+        if calls.poll() == [] and not calls._calls[0].current:
+            break
+        threading.Event().wait(0.01)
+    assert calls._calls[0].retry_at == 1.0
+    clock.now = 0.5
+    assert calls.poll() == [] and len(tries) == 1  # not due yet
+    clock.now = 1.0
+    calls.poll()  # starts attempt 2
+    for _ in range(200):
+        calls.poll()
+        if calls._calls and calls._calls[0].retry_at is not None:
+            break
+        threading.Event().wait(0.01)
+    assert calls._calls[0].retry_at == 3.0  # 1.0 + 2 s
+    clock.now = 3.0
+    (outcome,) = settle(calls, clock)
+    assert not outcome.ok and "boom" in str(outcome.error) and outcome.attempts == 3
+    assert tries == [0.0, 1.0, 3.0]
+
+
+def test_a_hung_call_times_out_and_its_late_answer_goes_to_the_late_callback():
+    clock = Clock()
+    calls = Calls(clock)
+    release = threading.Event()
+    started = threading.Event()
+    late = []
+
+    def hangs():
+        started.set()
+        release.wait()
+        return ["late-machine"]
+
+    calls.submit("acquire", "a", hangs, attempts=1, timeout_s=10.0, late=late.append)
+    started.wait()
+    calls.poll()
+    clock.now = 10.0
+    (outcome,) = calls.poll()
+    assert isinstance(outcome.error, CallTimeout)
+    assert calls.busy("acquire", "a")  # the hung attempt still runs: the back end is not asked again
+    assert calls.late_pending()
+    release.set()
+    for _ in range(200):
+        calls.poll()
+        if late:
+            break
+        threading.Event().wait(0.01)
+    assert late == [["late-machine"]] and not calls.busy("acquire", "a")
+
+
+def test_the_timeout_counts_from_when_the_lock_is_held():
+    clock = Clock()
+    calls = Calls(clock)
+    lock = threading.Lock()
+    lock.acquire()
+    calls.submit("status", "a", lambda: {}, timeout_s=1.0, lock=lock)
+    clock.now = 5.0
+    assert calls.poll() == []  # still waiting for the lock: not timed out
+    lock.release()
+    (outcome,) = settle(calls, clock)
+    assert outcome.ok
+
+
+def test_wait_gives_up_at_the_deadline_and_reports_what_is_open():
+    clock = Clock()
+    calls = Calls(clock)
+    calls.submit("release", "a", lambda: (_ for _ in ()).throw(RuntimeError("no")), attempts=None)
+    clock.now = 100.0  # the deadline is already past: wait returns at once
+    outcomes = calls.wait(deadline=50.0)
+    assert len(outcomes) == 1 and not outcomes[0].ok and calls.pending == 0
+
+
+@pytest.mark.parametrize("attempts", [1, 2])
+def test_unlimited_attempts_only_when_asked(attempts):
+    clock = Clock()
+    calls = Calls(clock)
+    calls.submit("release", "a", lambda: (_ for _ in ()).throw(RuntimeError("no")), attempts=attempts,
+                 backoff_s=0.0)
+    got = []
+    for _ in range(400):
+        got = calls.poll()
+        if got:
+            break
+        threading.Event().wait(0.01)
+    assert got and got[0].attempts == attempts

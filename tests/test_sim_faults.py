@@ -1,0 +1,119 @@
+"""BaTS under failure, in the simulator: machines lost mid-run, machines that never boot and price
+spikes. Whatever happens, the money spent never exceeds the budget plus the accepted cushion,
+and every task is counted at most once (the BaTS properties of ``tests/test_bats_core.py``, with
+:class:`bats.master.sim.SimFaults` and price traces added).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bats.common.prices import PriceTrace
+from bats.master.runtimes import parse_runtimes
+from bats.master.sim import SimFaults, simulate
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_bats_core import choice_strategy, cluster_strategy, sim_config, spec_strategy  # noqa: E402
+
+from bats.master.bats_core import Choice  # noqa: E402
+
+
+def choose(cfg, tasks: int, spec: str, seed: int, how: tuple, faults: SimFaults):
+    """As ``test_bats_core.choose``, from a --plan-only run with the same faults (so the sampling
+    phase, and the options it ends with, are the ones the real run sees)."""
+    plan = simulate(cfg, tasks, parse_runtimes(spec), seed, choice=Choice(plan_only=True), faults=faults).report()
+    if not plan["options"]:
+        return None
+    kind, value, cushion = how
+    if kind == "schedule":
+        return Choice(schedule=value, cushion=cushion)
+    if kind == "id":
+        return Choice(schedule=str(1 + value % len(plan["options"])), cushion=cushion)
+    cheapest = min(o["budget"] for o in plan["options"])
+    return Choice(budget=cheapest * value, cushion=cushion)
+
+faults_strategy = st.builds(
+    SimFaults,
+    boot_fail_rate=st.sampled_from([0.0, 0.1, 0.3, 0.6]),
+    loss_rate=st.sampled_from([0.0, 0.2, 0.5, 0.9]),
+    loss_within_s=st.sampled_from([60.0, 900.0, 7200.0]),
+    seed=st.integers(0, 2**16),
+)
+# a spike: the price is multiplied by `factor` from `at` seconds on, and maybe back after `length`
+spike_strategy = st.none() | st.tuples(st.sampled_from([60.0, 600.0, 3600.0]), st.sampled_from([1.5, 3.0, 10.0]),
+                                       st.sampled_from([None, 300.0, 3600.0]))
+
+
+def with_spikes(cfg, spikes):
+    clusters = {}
+    for (name, cluster), spike in zip(cfg.clusters.items(), spikes):
+        if spike is not None:
+            at, factor, length = spike
+            offsets, prices = [at], [cluster.price * factor]
+            if length is not None:
+                offsets.append(at + length)
+                prices.append(cluster.price)
+            cluster = dataclasses.replace(cluster, price_trace=PriceTrace(tuple(offsets), tuple(prices)))
+        clusters[name] = cluster
+    return dataclasses.replace(cfg, clusters=clusters)
+
+
+def check_budget(clusters, tasks, spec, how, faults, spikes, seed) -> None:
+    cfg = with_spikes(sim_config(clusters, None), spikes)
+    choice = choose(cfg, tasks, spec, seed, how, faults)
+    if choice is None:  # done during sampling, or every machine lost before the options
+        return
+    sim = simulate(cfg, tasks, parse_runtimes(spec), seed, choice=choice, faults=faults)
+    report = sim.report()
+    counts = report["tasks"]
+    assert sim.duplicates == 0
+    assert counts["done"] + counts["failed"] + counts["not_run"] == tasks
+    assert sim.recorded == counts["done"] + counts["failed"]
+    if report["budget"] is None:  # stopped (every machine lost) before a plan and its budget existed
+        assert choice.budget is None and report["status"] != "done"
+        return
+    limit = report["budget"] + report["cushion"]
+    spent = report["cost"]["total"] if choice.budget is not None else report["cost"]["execution"]
+    assert spent <= limit * (1 + 1e-9), (report["status"], report["reason"], report["cost"], limit,
+                                          sim.losses, sim.boot_failures)
+
+
+@settings(max_examples=40, deadline=None)
+@given(clusters=st.lists(cluster_strategy, min_size=1, max_size=3), tasks=st.integers(20, 300),
+       spec=spec_strategy, how=choice_strategy, faults=faults_strategy, seed=st.integers(0, 2**32 - 1))
+def test_property_budget_holds_under_machine_losses_and_boot_failures(clusters, tasks, spec, how, faults, seed):
+    check_budget(clusters, tasks, spec, how, faults, [None, None, None], seed)
+
+
+@settings(max_examples=40, deadline=None)
+@given(clusters=st.lists(cluster_strategy, min_size=1, max_size=3), tasks=st.integers(20, 300),
+       spec=spec_strategy, how=choice_strategy.filter(lambda how: how[0] != "budget"), faults=faults_strategy,
+       spikes=st.lists(spike_strategy, min_size=3, max_size=3), seed=st.integers(0, 2**32 - 1))
+def test_property_budget_holds_under_price_spikes_after_the_options(clusters, tasks, spec, how, faults, spikes, seed):
+    check_budget(clusters, tasks, spec, how, faults, spikes, seed)
+
+
+def test_faults_do_happen_and_are_replayable():
+    cfg = sim_config([{"max": 8, "price": 0.25, "atu_s": 300.0, "speed": 1.0, "startup": 5.0}], None)
+    faults = SimFaults(boot_fail_rate=0.2, loss_rate=0.3, loss_within_s=1800.0, seed=3)
+    runs = [simulate(cfg, 200, parse_runtimes("normal:30s,5s"), 1, choice=Choice(policy="self"), faults=faults)
+            for _ in range(2)]
+    assert runs[0].losses > 0 and runs[0].boot_failures > 0
+    assert runs[0].report() == runs[1].report()
+    assert runs[0].report()["tasks"]["done"] == 200  # lost machines' tasks ran elsewhere
+
+
+@pytest.mark.xfail(strict=True, reason="found by the property above, in the BaTS policy (bats_core, not changed "
+                   "here): with an up-front --budget a x1.5 price rise at 60 s makes the run spend 0.102 of a "
+                   "0.0918 budget, all of it in its sampling phase")
+def test_up_front_budget_and_a_price_spike_while_sampling():
+    clusters = [{"max": 1, "price": 0.0001, "atu_s": 1.0, "speed": 0.5, "startup": 0.0},
+                {"max": 1, "price": 0.0001, "atu_s": 1.0, "speed": 0.5, "startup": 0.0},
+                {"max": 1, "price": 0.0001, "atu_s": 1.0, "speed": 3.0, "startup": 0.0}]
+    check_budget(clusters, 58, "fixed:54", ("budget", 2.0, False), SimFaults(), [None, None, (60.0, 1.5, None)], 0)
