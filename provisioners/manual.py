@@ -92,7 +92,8 @@ class ManualProvisioner(Provisioner):
         return token
 
     def join_command(self) -> str:
-        return (f"bats-worker --master {self.bootstrap.master_endpoint} --cluster {self.cluster.name} "
+        key = f" --server-key={self.bootstrap.server_key}" if self.bootstrap.server_key else ""  # public
+        return (f"bats-worker --master {self.bootstrap.master_endpoint}{key} --cluster {self.cluster.name} "
                 f"--token \"$(cat {self.token_file.resolve()})\" --machine NAME")
 
     def acquire(self, n: int) -> list[MachineHandle]:

@@ -22,9 +22,18 @@ MASTER = [sys.executable, "-m", "bats.master.cli"]
 WORKER = [sys.executable, "-m", "bats.worker"]
 
 
-def hand_worker(endpoint: str, name: str, token: str, cluster: str = "hand") -> subprocess.Popen:
-    return subprocess.Popen([*WORKER, "--master", endpoint, "--cluster", cluster, "--token", token, "--machine", name,
-                             "--heartbeat", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def hand_worker(endpoint: str, name: str, token: str, cluster: str = "hand",
+                state_dir: Path | None = None) -> subprocess.Popen:
+    """A worker started by hand, as the master's log says: with the master's public key (the run's
+    ``master.key`` in ``state_dir``) when the run is encrypted."""
+    key = []
+    if state_dir is not None and (state_dir / "master.key").exists():
+        import zmq.auth
+
+        public, _secret = zmq.auth.load_certificate(str(state_dir / "master.key"))
+        key = [f"--server-key={public.decode()}"]
+    return subprocess.Popen([*WORKER, "--master", endpoint, *key, "--cluster", cluster, "--token", token, "--machine",
+                             name, "--heartbeat", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def test_workers_started_by_hand_join_and_are_paid_at_the_cluster_price(tmp_path):
@@ -53,11 +62,12 @@ atu = "1h"
         wait_until(token_file.exists, 30, "the join token")
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
         token = token_file.read_text().strip()
-        intruder = hand_worker(endpoint, "intruder", "not-the-token")
+        intruder = hand_worker(endpoint, "intruder", "not-the-token", state_dir=tmp_path / "run")
         assert intruder.wait(timeout=30) == 0  # told to stop
-        workers = [hand_worker(endpoint, "node-a", token), hand_worker(endpoint, "node-b", token)]
+        workers = [hand_worker(endpoint, "node-a", token, state_dir=tmp_path / "run"),
+                   hand_worker(endpoint, "node-b", token, state_dir=tmp_path / "run")]
         wait_until(lambda: marks.exists() and len(marks.read_text().split()) >= 4, 30, "tasks to run")
-        extra = hand_worker(endpoint, "node-c", token)  # both seats are taken
+        extra = hand_worker(endpoint, "node-c", token, state_dir=tmp_path / "run")  # both seats are taken
         assert extra.wait(timeout=30) == 0
         out, err = master.communicate(timeout=60)
         for worker in workers:
@@ -68,8 +78,11 @@ atu = "1h"
             worker.kill()
     assert master.returncode == 0, err
     assert token not in err  # the token is in the file, never in the log
-    assert (f"bats-worker --master {endpoint} --cluster hand --token \"$(cat {token_file.resolve()})\" "
-            "--machine NAME") in err
+    import zmq.auth
+
+    public, _secret = zmq.auth.load_certificate(str(tmp_path / "run" / "master.key"))
+    assert (f"bats-worker --master {endpoint} --server-key={public.decode()} --cluster hand "
+            f"--token \"$(cat {token_file.resolve()})\" --machine NAME") in err
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["tasks"] == {"total": 12, "done": 12, "failed": 0, "not_run": 0}
     assert {m["id"] for m in report["machines"]} == {"hand-s1-1", "hand-s1-2"}
