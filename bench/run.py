@@ -23,6 +23,8 @@
    GA with a population of 2,000, and re-planning after a spot price change, CPU time in-process.
 8. Cost of encryption (``bench/curve_bench.py``): 20,000 no-op tasks with the default CurveZMQ
    transport and with ``--insecure``, alternating; medians and their ratio from the same run.
+9. The deadline ILP (``bench/deadline_bench.py``): seed 004's program for 1,000 tasks on five
+   types in 12 intervals, CPU time in-process.
 
 Writes ``bench/RESULTS.md`` (``--quick`` writes ``bench/out/RESULTS-quick.md`` unless ``--output``
 is given, so a smoke run never replaces the real results). Every run gets a fresh temporary
@@ -1071,7 +1073,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {DEFAULT_BUDGET_S:.0f}; --full's big run is not counted)")
     p.add_argument("--quick", action="store_true", help="small bags and one repeat: a smoke run")
     p.add_argument("--full", action="store_true", help="also run bats-master on the 1,000,000-task bag")
-    p.add_argument("--only", default="1,2,3,4,5,6,7,8", help="comma-separated benchmarks to run (default 1,2,3,4,5,6,7,8)")
+    p.add_argument("--only", default="1,2,3,4,5,6,7,8,9",
+                   help="comma-separated benchmarks to run (default 1,2,3,4,5,6,7,8,9)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="MAX:PREFETCH,...",
                    help=f"benchmark 1's configurations, max workers and [master] prefetch (default "
                         f"{DEFAULT_VARIANTS}; PREFETCH is auto or 0-{MAX_PREFETCH}, a bare MAX means auto)")
@@ -1151,6 +1154,12 @@ def main(argv: list[str] | None = None) -> int:
             n_curve, r_curve = (5_000, 1) if args.quick else (20_000, max(3, min(args.repeats, 5)))
             log(f"benchmark 8: encryption cost, {n_curve:,} noop tasks with and without CurveZMQ, {r_curve} repeat(s)")
             sections.append(bench_curve(run_bats, work, n_curve, r_curve, log))
+        if 9 in only:
+            from deadline_bench import bench_deadline
+
+            samples = 5 if args.quick else 25
+            log(f"benchmark 9: deadline ILP, 1,000 tasks, 5 types, 12 intervals, {samples} plans")
+            sections.append(bench_deadline(samples))
     write_results(output, sections, args, argv, started, started_at, env, git)
     log(f"wrote {output} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0
