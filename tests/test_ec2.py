@@ -229,7 +229,7 @@ def test_backoff_doubles_with_jitter_and_is_capped():
     assert len(pauses) == 7 and all(0 <= p <= min(20.0, 2 ** k) for k, p in enumerate(pauses))
 
 
-def test_the_server_plans_with_the_usable_max(tmp_path):
+def test_the_server_plans_with_the_usable_max(tmp_path, monkeypatch):
     """A provisioner's lower usable_max reaches the core the planner reads; the report keeps the config."""
     from bats.common.config import Config, MasterConfig
     from bats.master.bag import load_bag
@@ -256,7 +256,15 @@ def test_the_server_plans_with_the_usable_max(tmp_path):
     journal = Journal.create(tmp_path / "run", "r", {})
     server = Server(core, load_bag(tmp_path / "b.txt"), config, journal, {"a": Stingy(clusters["a"], Bootstrap("", "r"))},
                     socket=None, session=1)
+    import bats.master.server as server_module
+
+    monkeypatch.setattr(server_module, "ACQUIRE_ATTEMPTS", 1)  # the call runs off the loop: one try
     server._do_acquire(c.Acquire("a", 5))
+    for _ in range(200):  # the outcome is collected on the loop's ticks
+        server._collect_calls()
+        if core.clusters["a"].max == 1:
+            break
+        time.sleep(0.05)
     assert core.clusters["a"].max == 1 and config.clusters["a"].max == 5
     journal.close()
 
@@ -325,7 +333,9 @@ def test_a_bag_runs_on_on_demand_and_spot_instances(aws, tmp_path):
     config.write_text(CONFIG + cluster("od", aws.endpoint, 2, "price = 0.5")
                       + cluster("spot", aws.endpoint, 2, 'price = 5.0\nmarket = "spot"\nprice_poll = "1s"'))
     bag = tmp_path / "tasks.txt"
-    bag.write_text("".join(f"echo task {i}\n" for i in range(1, 31)))
+    # tasks long enough that both clusters' acquisitions (each on its own thread) return before the
+    # bag is done: a late one would be released unused
+    bag.write_text("".join(f"sleep 0.3; echo task {i}\n" for i in range(1, 31)))
     with CloudPlayer(aws, tmp_path / "machines") as cloud:
         proc = run_master(tmp_path, ["--bag", str(bag), "--config", str(config), "--state-dir", "run",
                                      "--policy", "self"])
@@ -336,7 +346,7 @@ def test_a_bag_runs_on_on_demand_and_spot_instances(aws, tmp_path):
     assert report["tasks"]["done"] == 30
     rows = results(tmp_path / "run")
     assert sorted(r["id"] for r in rows) == list(range(1, 31)) and all(r["status"] == "done" for r in rows)
-    assert {m["cluster"] for m in report["machines"]} == {"od", "spot"}
+    assert {m["cluster"] for m in report["machines"]} == {"od", "spot"}, proc.stderr
     found = instances(aws)
     assert len(found) == len(report["machines"]) == 4
     assert all(i["State"]["Name"] == "terminated" for i in found.values())  # nothing left running

@@ -173,7 +173,7 @@ def test_sim_with_a_background_trace_runs_each_share_on_its_pool():
 def test_background_trace_errors_name_the_file_and_line(tmp_path):
     (tmp_path / "bg.csv").write_text("0, 2, 1h\n10m, two, 1h\n")
     (tmp_path / "c.toml").write_text('[clusters.p]\nprovisioner = "local"\nmax = 4\nbackground_trace = "bg.csv"\n')
-    with pytest.raises(ConfigError, match=r"c.toml: \[clusters.p\] background_trace: .*bg.csv:2: slots"):
+    with pytest.raises(ConfigError, match=r"c.toml:\d+: \[clusters.p\] background_trace: .*bg.csv:2: slots"):
         load_config(tmp_path / "c.toml", options_of)
     (tmp_path / "bg.csv").write_text("0, 8, 1h\n")
     with pytest.raises(ConfigError, match=r"bg.csv:1: 8 slots, more than the pool's max = 4"):
