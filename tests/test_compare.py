@@ -13,6 +13,8 @@ COMPARE_PY = Path(__file__).resolve().parent.parent / "bench" / "compare.py"
 
 @pytest.fixture(scope="module")
 def compare():
+    if str(COMPARE_PY.parent) not in sys.path:  # the script imports its bench/ neighbours (sections)
+        sys.path.insert(0, str(COMPARE_PY.parent))
     spec = importlib.util.spec_from_file_location("bench_compare", COMPARE_PY)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

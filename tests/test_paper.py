@@ -15,6 +15,8 @@ PAPER_PY = Path(__file__).resolve().parent.parent / "bench" / "paper.py"
 
 @pytest.fixture(scope="module")
 def paper():
+    if str(PAPER_PY.parent) not in sys.path:  # the script imports its bench/ neighbours (sections)
+        sys.path.insert(0, str(PAPER_PY.parent))
     spec = importlib.util.spec_from_file_location("bench_paper", PAPER_PY)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
