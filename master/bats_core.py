@@ -452,6 +452,8 @@ class BatsCore(c.Core):
         self.billings[ev.cluster] = Billing(cl.atu_s, ev.price, cl.min_charge_s)
         if self.phase == OFFERING and ev.price != old:
             return self._reoffer(ev, old)
+        if self.phase == SAMPLING and self.budget is not None and ev.price != old:
+            return self._enforce_budget(ev.now)  # an up-front budget pays the sampling: reserve at the new price
         if self.phase != EXECUTING or self.remaining == 0 or ev.price == old:
             return []
         now = ev.now

@@ -109,10 +109,9 @@ def test_faults_do_happen_and_are_replayable():
     assert runs[0].report()["tasks"]["done"] == 200  # lost machines' tasks ran elsewhere
 
 
-@pytest.mark.xfail(strict=True, reason="found by the property above, in the BaTS policy (bats_core, not changed "
-                   "here): with an up-front --budget a x1.5 price rise at 60 s makes the run spend 0.102 of a "
-                   "0.0918 budget, all of it in its sampling phase")
 def test_up_front_budget_and_a_price_spike_while_sampling():
+    """Found by the property above: with an up-front --budget the sampling phase spends it too, so a
+    x1.5 price rise at 60 s must re-reserve at the new price at once (it spent 0.102 of 0.0918)."""
     clusters = [{"max": 1, "price": 0.0001, "atu_s": 1.0, "speed": 0.5, "startup": 0.0},
                 {"max": 1, "price": 0.0001, "atu_s": 1.0, "speed": 0.5, "startup": 0.0},
                 {"max": 1, "price": 0.0001, "atu_s": 1.0, "speed": 3.0, "startup": 0.0}]
