@@ -170,10 +170,10 @@ def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: di
         lines += [f"- {name}: {note}" for name, note in notes]
         lines.append("")
     lines += [
-        "The up-front `--budget` row is a known gap of the BaTS policy (`master/bats_core.py`, not changed by "
-        "this work): with an up-front budget the sampling happens inside the run, and a price rise during it "
-        "can make the run spend more than the budget; `tests/test_sim_faults.py` keeps a minimal example as a "
-        "strict expected failure. With the options shown first (`--schedule`), price spikes are absorbed.",
+        ("The up-front `--budget` row is the case this suite found in the BaTS policy: with an up-front "
+         "budget the sampling happens inside the run, and a price rise during it made the run spend more "
+         "than the budget until a price change during sampling re-reserved the ATUs at the new price at once "
+         "(`master/bats_core.py`); `tests/test_sim_faults.py` keeps the minimal example as a regression test."),
         "",
         "## The cost of encryption",
         "",
