@@ -450,6 +450,17 @@ def test_a_persistent_capacity_shortage_lowers_the_max_and_the_bag_still_runs(aw
     assert all(i["State"]["Name"] == "terminated" for i in instances(aws).values())
 
 
+def journaled_machines(state_dir) -> int:
+    """Machines the master's journal holds (read-only; 0 while it is not there yet)."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{state_dir / 'journal.sqlite'}?mode=ro", uri=True, timeout=1) as db:
+            return db.execute("SELECT COUNT(*) FROM machines").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
 def test_resume_terminates_what_the_killed_session_left_and_counts_its_time(aws, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text(CONFIG + cluster("od", aws.endpoint, 2, 'price = 0.01\natu = "1s"'))
@@ -462,6 +473,11 @@ def test_resume_terminates_what_the_killed_session_left_and_counts_its_time(aws,
         deadline = time.monotonic() + 30
         while len([w for w in cloud.workers.values() if w.poll() is None]) < 2:
             assert time.monotonic() < deadline, "no workers"
+            time.sleep(0.1)
+        # acquisitions return off the master's loop: kill it once both machines are on disk (a kill
+        # before that leaves instances only their tags find, which --resume terminates unbilled)
+        while journaled_machines(tmp_path / "run") < 2:
+            assert time.monotonic() < deadline, "machines not journaled"
             time.sleep(0.1)
         master.send_signal(signal.SIGKILL)
         master.wait(timeout=10)
