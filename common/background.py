@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 
 from bats.common.durations import parse_duration
-from bats.common.textfiles import UnreadableText, read_utf8
+from bats.common.textfiles import csv_rows
 
 
 class BackgroundTraceError(ValueError):
@@ -39,19 +39,8 @@ class BackgroundJob:
 
 def load_background(path: str | os.PathLike[str]) -> tuple[BackgroundJob, ...]:
     source = str(path)
-    try:
-        text = read_utf8(path)
-    except UnreadableText as exc:
-        raise BackgroundTraceError(str(exc)) from None
     jobs: list[BackgroundJob] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 3:
-            raise BackgroundTraceError(f"{source}:{number}: expected 'submit, slots, runtime', "
-                                       f"got {len(fields)} field(s)")
+    for number, fields in csv_rows(path, "submit, slots, runtime", BackgroundTraceError):
         try:
             submit = parse_duration(fields[0])
         except ValueError as exc:

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 
 from bats.common.durations import parse_duration
-from bats.common.textfiles import UnreadableText, read_utf8
+from bats.common.textfiles import csv_rows
 
 
 class PriceTraceError(ValueError):
@@ -41,19 +41,9 @@ class PriceTrace:
 
 def load_trace(path: str | os.PathLike[str]) -> PriceTrace:
     source = str(path)
-    try:
-        text = read_utf8(path)
-    except UnreadableText as exc:
-        raise PriceTraceError(str(exc)) from None
     offsets: list[float] = []
     prices: list[float] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        fields = [f.strip() for f in line.split(",")]
-        if len(fields) != 2:
-            raise PriceTraceError(f"{source}:{number}: expected 'offset, price', got {len(fields)} field(s)")
+    for number, fields in csv_rows(path, "offset, price", PriceTraceError):
         try:
             offset = parse_duration(fields[0])
         except ValueError as exc:

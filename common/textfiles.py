@@ -4,6 +4,7 @@ that say where: ``FILE: cannot read: …`` or ``FILE:LINE: not valid UTF-8 (byte
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 
 class UnreadableText(ValueError):
@@ -33,3 +34,24 @@ def encoding_hint(data: bytes) -> str:
     if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")) or (head and head.count(b"\0") * 4 >= len(head)):
         return "; the file looks like UTF-16 or UTF-32 text: save it as UTF-8"
     return ""
+
+
+def csv_rows(path: str | os.PathLike[str], columns: str, error: type[ValueError]) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each row of a small comma-separated file whose rows are
+    ``columns`` (e.g. ``"offset, price"``): blank lines and ``#`` comments skipped, fields
+    stripped. An unreadable file or a row with another number of fields raises ``error`` with
+    ``FILE`` or ``FILE:LINE``."""
+    source = str(path)
+    try:
+        text = read_utf8(path)
+    except UnreadableText as exc:
+        raise error(str(exc)) from None
+    width = len(columns.split(","))
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != width:
+            raise error(f"{source}:{number}: expected '{columns}', got {len(fields)} field(s)")
+        yield number, fields
