@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-COMPARE_PY = Path(__file__).resolve().parent.parent / "bench" / "compare.py"
+from bench_scripts import load_bench_script
 
 
 @pytest.fixture(scope="module")
 def compare():
-    if str(COMPARE_PY.parent) not in sys.path:  # the script imports its bench/ neighbours (sections)
-        sys.path.insert(0, str(COMPARE_PY.parent))
-    spec = importlib.util.spec_from_file_location("bench_compare", COMPARE_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_compare"] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("compare")
 
 
 def body(text: str, compare) -> str:

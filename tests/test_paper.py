@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 from bats.master.runtimes import parse_runtimes
 from bats.master.sim import simulate
-
-PAPER_PY = Path(__file__).resolve().parent.parent / "bench" / "paper.py"
+from bench_scripts import load_bench_script
 
 
 @pytest.fixture(scope="module")
 def paper():
-    if str(PAPER_PY.parent) not in sys.path:  # the script imports its bench/ neighbours (sections)
-        sys.path.insert(0, str(PAPER_PY.parent))
-    spec = importlib.util.spec_from_file_location("bench_paper", PAPER_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_paper"] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("paper")
 
 
 def body(text: str, paper) -> str:
