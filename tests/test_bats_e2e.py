@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from runs import results
 from terminal import run_on_terminal
 
 MASTER = [sys.executable, "-m", "bats.master.cli"]
@@ -45,12 +46,6 @@ def setup_run(tmp_path: Path) -> tuple[Path, Path]:
     bag = tmp_path / "tasks.txt"
     bag.write_text("".join(f"sleep 0.2; echo task {i}\n" for i in range(1, TASKS + 1)))
     return config, bag
-
-
-def results(state_dir: Path) -> list[dict]:
-    out = subprocess.run([*MASTER, "results", "--state-dir", str(state_dir)], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def check_money(report: dict) -> None:

@@ -18,8 +18,8 @@ import psutil
 import pytest
 import zmq
 import zmq.auth
-
 from bats.common.protocol import encode
+from runs import results as export
 
 MASTER = [sys.executable, "-m", "bats.master.cli"]
 
@@ -31,12 +31,6 @@ def write_bag(path: Path, commands: list[str]) -> Path:
 
 def run_master(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([*MASTER, "--quiet", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def export(state_dir: Path) -> list[dict]:
-    out = subprocess.run([*MASTER, "results", "--state-dir", str(state_dir)], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def workers_of(pid: int) -> list[psutil.Process]:

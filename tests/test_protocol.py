@@ -3,7 +3,6 @@ ProtocolError and nothing else, whatever bytes a peer sends."""
 
 from __future__ import annotations
 
-import math
 
 import msgpack
 import pytest

@@ -5,7 +5,6 @@ task re-run, a held job counted BOOTING; plus the state tables and config errors
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -15,13 +14,19 @@ from pathlib import Path
 
 import psutil
 import pytest
-from daemons import SGE_ENV, running, start_sge, start_slurm, wait_until
-
 from bats.common.config import ClusterConfig
-from bats.provisioners.base import Bootstrap, MachineState, ProvisionerConfigError, ProvisionerError
+from bats.provisioners.base import (
+    Bootstrap,
+    MachineState,
+    ProvisionerConfigError,
+    ProvisionerError,
+)
 from bats.provisioners.batch import BatchProvisioner
 from bats.provisioners.sge import SgeProvisioner
 from bats.provisioners.slurm import SlurmProvisioner
+from daemons import SGE_ENV, running, start_sge, start_slurm, wait_until
+from runs import kill_all
+from runs import results as export
 
 MASTER = [sys.executable, "-m", "bats.master.cli"]
 WORKER = str(Path(sys.executable).with_name("bats-worker"))
@@ -55,18 +60,6 @@ def listed_jobs(prov: BatchProvisioner) -> dict[str, str]:
 def job_gone(prov: BatchProvisioner, job: str) -> bool:
     """The scheduler no longer lists the job, or lists it as ended (Slurm keeps them a while)."""
     return listed_jobs(prov).get(job) in (None, "CANCELLED", "COMPLETING", "COMPLETED")
-
-
-def kill_all(procs: list[psutil.Process]) -> None:
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-
-
-def export(state_dir: Path) -> list[dict]:
-    out = subprocess.run([*MASTER, "results", "--state-dir", str(state_dir)], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def write_config(path: Path, backend: str, cluster: str, max_: int) -> Path:

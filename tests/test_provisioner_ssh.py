@@ -15,11 +15,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from daemons import Sshd, start_sshd, stop_sshd, wait_until
-
 from bats.common.config import ClusterConfig
 from bats.provisioners.base import Bootstrap, MachineState, ProvisionerConfigError
 from bats.provisioners.ssh import SshProvisioner, parse_hosts
+from daemons import Sshd, start_sshd, stop_sshd, wait_until
+from runs import kill_all
+from runs import results as export
 
 MASTER = [sys.executable, "-m", "bats.master.cli"]
 WORKER = str(Path(sys.executable).with_name("bats-worker"))
@@ -68,18 +69,6 @@ poll_interval = "0.5s"
 {extra}
 """)
     return path
-
-
-def kill_all(procs: list[psutil.Process]) -> None:
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-
-
-def export(state_dir: Path) -> list[dict]:
-    out = subprocess.run([*MASTER, "results", "--state-dir", str(state_dir)], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
-    return [json.loads(line) for line in out.splitlines()]
 
 
 def test_bag_runs_on_workers_started_over_ssh_and_a_cut_connection_loses_nothing(tmp_path, two_hosts):

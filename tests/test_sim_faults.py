@@ -10,7 +10,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
