@@ -14,7 +14,6 @@ offline comparison.
 
 from __future__ import annotations
 
-import random
 import statistics
 import tempfile
 import time
@@ -30,7 +29,7 @@ from bats.master.bats_events import Choice
 from bats.master.ga import GAParams, front_gap, ga_front, hypervolume, reference_point
 from bats.master.planner import ClusterPlan, Estimate, Planner
 from bats.master.runtimes import parse_runtimes
-from bats.master.sim import Simulator, cluster_speed
+from bats.master.sim import Simulator, cluster_speed, simulate
 
 REPO = Path(__file__).resolve().parent.parent
 PAPER_DIR = REPO / "deploy" / "examples" / "paper"
@@ -172,8 +171,6 @@ REPLAN_TRACES = {
 
 def replan_run(tasks: int = 20_000, seed: int = 1, schedule: str = "fastest") -> ReplanRun:
     """bats-sim on the 40-60-100 mix with the traces above: NDB tasks, the option ``schedule``."""
-    from bats.master import bats_core as b
-
     text = mix_path("40-60-100").read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="bats-replan-") as tmp:
         for name, rows in REPLAN_TRACES.items():
@@ -183,13 +180,8 @@ def replan_run(tasks: int = 20_000, seed: int = 1, schedule: str = "fastest") ->
         path = Path(tmp) / "mix.toml"
         path.write_text(text, encoding="utf-8")
         config = load_config(path, provisioners.options_of)
-    choice = Choice(schedule=schedule)
-    base = parse_runtimes(WORKLOADS["NDB"]).sample(np.random.default_rng(seed), tasks)
-    core = b.build_core(range(1, tasks + 1), config, random.Random(seed), choice,
-                        boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
-                        adaptive_prefetch=config.master.prefetch is None)
-    sim = _TimedSim(core, config, [0.0, *base.tolist()], choice=choice)
-    sim.run()
+    sim = simulate(config, tasks, parse_runtimes(WORKLOADS["NDB"]), seed, choice=Choice(schedule=schedule),
+                   simulator=_TimedSim)
     report = sim.report()
     changed = sum(1 for r in report.get("reconfigurations", []) if r["reason"].startswith("price of "))
     return ReplanRun(sim.handle_s, changed, report["status"], report["cost"]["total"],

@@ -489,10 +489,11 @@ class Simulator:
 
 def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: int, *, retries: int = 0,
              tick_s: float = DEFAULT_TICK_S, fail_rate: float = 0.0, choice: Choice | None = None,
-             faults: SimFaults | None = None) -> Simulator:
+             faults: SimFaults | None = None, simulator: type[Simulator] | None = None) -> Simulator:
     """Build a core and a simulator for ``tasks`` tasks with runtimes drawn from the distribution
     ``runtimes`` (:func:`bats.master.runtimes.parse_runtimes`), run it, return the simulator.
-    ``choice`` selects the policy and answers the options (default: self-scheduling)."""
+    ``choice`` selects the policy and answers the options (default: self-scheduling);
+    ``simulator``: a :class:`Simulator` subclass to run (e.g. one that times the core's steps)."""
     import numpy as np
 
     choice = choice or Choice(policy="self")
@@ -500,7 +501,7 @@ def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: in
     core = b.build_core(range(1, tasks + 1), config, random.Random(seed), choice, retries=retries,
                         boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
                         adaptive_prefetch=config.master.prefetch is None)
-    sim = Simulator(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,
+    sim = (simulator or Simulator)(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,
                     fail_rng=random.Random(f"bats-sim failures {seed}"), choice=choice, faults=faults)
     sim.run()
     return sim
