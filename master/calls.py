@@ -11,7 +11,9 @@ a failure; the call is tried again after a backoff that doubles from ``backoff_s
 release wants, since a machine that is not given back keeps costing money). An attempt that timed
 out keeps running on its thread; should it return later, its value goes to the call's ``late``
 callback (from :meth:`poll`, on the server's thread), so that machines acquired by an attempt
-given up on are released rather than orphaned.
+given up on are released rather than orphaned. A call's ``quiet`` callback runs once the call is
+settled and none of its timed-out attempts can still answer: from then on nothing it started can
+bring a machine (the server keeps an acquisition's intent in the journal until then).
 
 Nothing here knows about machines or the core: the server maps outcomes to core events.
 """
@@ -72,6 +74,9 @@ class _Call:
     backoff_s: float
     late: Callable[[Any], None] | None
     lock: threading.Lock | None = None
+    quiet: Callable[[], None] | None = None
+    settled: bool = False
+    abandoned: list[_Attempt] = field(default_factory=list)  # timed-out attempts that may still answer
     attempts: int = 0
     current: _Attempt | None = None
     retry_at: float | None = None  # waiting for a retry from this time on
@@ -85,16 +90,16 @@ class Calls:
         self.clock = clock
         self.max_backoff_s = max_backoff_s
         self._calls: list[_Call] = []
-        # attempts that timed out and may still return: (kind, cluster, attempt, late callback or None)
-        self._abandoned: list[tuple[str, str, _Attempt, Callable[[Any], None] | None]] = []
+        self._abandoned: list[tuple[_Call, _Attempt]] = []  # attempts that timed out and may still return
 
     def submit(self, kind: str, cluster: str, fn: Callable[[], Any], *, context: Any = None,
                timeout_s: float = 60.0, attempts: int | None = DEFAULT_ATTEMPTS,
                backoff_s: float = DEFAULT_BACKOFF_S, late: Callable[[Any], None] | None = None,
-               lock: threading.Lock | None = None) -> None:
+               lock: threading.Lock | None = None, quiet: Callable[[], None] | None = None) -> None:
         """Start ``fn`` on a thread. With ``lock``, each attempt runs holding it (one call at a time per
-        provisioner); its timeout counts from when it got the lock, not while it waits for it."""
-        call = _Call(kind, cluster, fn, context, timeout_s, attempts, backoff_s, late, lock)
+        provisioner); its timeout counts from when it got the lock, not while it waits for it.
+        ``late`` and ``quiet``: see the module docstring."""
+        call = _Call(kind, cluster, fn, context, timeout_s, attempts, backoff_s, late, lock, quiet)
         self._calls.append(call)
         self._start(call)
 
@@ -102,7 +107,7 @@ class Calls:
         """Whether a call of this kind for this cluster is not settled yet, or an attempt of one that
         timed out is still running (a hung back end is not asked again and again meanwhile)."""
         return (any(c.kind == kind and c.cluster == cluster for c in self._calls)
-                or any(k == kind and cl == cluster and not a.done.is_set() for k, cl, a, _ in self._abandoned))
+                or any(c.kind == kind and c.cluster == cluster and not a.done.is_set() for c, a in self._abandoned))
 
     @property
     def pending(self) -> int:
@@ -126,7 +131,7 @@ class Calls:
                 finally:
                     if lock is not None:
                         lock.release()
-            except BaseException as exc:  # noqa: BLE001 - a plugin may raise anything; it is reported
+            except BaseException as exc:
                 attempt.error = exc
             finally:
                 attempt.done.set()
@@ -149,17 +154,20 @@ class Calls:
                 error = attempt.error
             elif attempt.started is not None and now - attempt.started >= call.timeout_s:
                 error = CallTimeout(f"no answer within {call.timeout_s:g}s")
-                self._abandoned.append((call.kind, call.cluster, attempt, call.late))
+                self._abandoned.append((call, attempt))
+                call.abandoned.append(attempt)
             else:
                 keep.append(call)
                 continue
             if error is None:
-                settled.append(Outcome(call.kind, call.cluster, call.context, attempt.value, None, call.attempts))
+                settled.append(self._settle(call, Outcome(call.kind, call.cluster, call.context, attempt.value, None,
+                                                          call.attempts)))
                 continue
             call.last_error = error
             call.current = None
             if call.attempts_max is not None and call.attempts >= call.attempts_max:
-                settled.append(Outcome(call.kind, call.cluster, call.context, None, error, call.attempts))
+                settled.append(self._settle(call, Outcome(call.kind, call.cluster, call.context, None, error,
+                                                          call.attempts)))
                 continue
             delay = min(self.max_backoff_s, call.backoff_s * 2 ** (call.attempts - 1))
             log.warning("cluster %s: %s failed (attempt %d: %s); trying again in %.1fs",
@@ -170,17 +178,32 @@ class Calls:
         self._collect_late()
         return settled
 
+    def _settle(self, call: _Call, outcome: Outcome) -> Outcome:
+        call.settled = True
+        self._quiet_if_done(call)
+        return outcome
+
+    def _quiet_if_done(self, call: _Call) -> None:
+        if call.settled and call.quiet is not None and all(a.done.is_set() for a in call.abandoned):
+            quiet, call.quiet = call.quiet, None
+            try:
+                quiet()
+            except Exception:
+                log.exception("handling the end of a provisioner call failed")
+
     def _collect_late(self) -> None:
         still = []
         for entry in self._abandoned:
-            _kind, _cluster, attempt, late = entry
+            call, attempt = entry
             if not attempt.done.is_set():
                 still.append(entry)
-            elif attempt.error is None and late is not None:
+                continue
+            if attempt.error is None and call.late is not None:
                 try:
-                    late(attempt.value)
-                except Exception:  # noqa: BLE001 - cleaning up must not take the master down
+                    call.late(attempt.value)
+                except Exception:
                     log.exception("handling the late answer of a timed-out call failed")
+            self._quiet_if_done(call)
         self._abandoned = still
 
     def hurry(self, max_backoff_s: float = 1.0) -> None:
@@ -189,6 +212,21 @@ class Calls:
         for call in self._calls:
             if call.retry_at is not None:
                 call.retry_at = min(call.retry_at, self.clock() + self.max_backoff_s)
+
+    def cancel_waiting(self, kind: str) -> list[Outcome]:
+        """Settle, as failed, the calls of ``kind`` that wait for a retry, without trying again (the
+        master is exiting: an acquisition tried once more would only start a machine to release)."""
+        settled: list[Outcome] = []
+        keep: list[_Call] = []
+        for call in self._calls:
+            if call.kind == kind and call.current is None:
+                error = call.last_error or CallTimeout("cancelled")
+                settled.append(self._settle(call, Outcome(call.kind, call.cluster, call.context, None, error,
+                                                          call.attempts)))
+            else:
+                keep.append(call)
+        self._calls = keep
+        return settled
 
     def wait(self, deadline: float, sleep_s: float = 0.05) -> list[Outcome]:
         """Poll until every call is settled or ``deadline`` (the clock's time) passes; returns what
@@ -201,14 +239,19 @@ class Calls:
             if self.clock() >= deadline:
                 for call in self._calls:
                     error = call.last_error or CallTimeout("still running when the master stopped waiting")
-                    settled.append(Outcome(call.kind, call.cluster, call.context, None, error, call.attempts))
+                    if call.current is not None:  # its attempt may yet answer
+                        call.abandoned.append(call.current)
+                        self._abandoned.append((call, call.current))
+                    settled.append(self._settle(call, Outcome(call.kind, call.cluster, call.context, None, error,
+                                                              call.attempts)))
                 self._calls = []
                 return settled
             time.sleep(sleep_s)
 
     def late_pending(self) -> bool:
-        """Whether some timed-out attempt with a ``late`` callback may still return."""
-        return any(late is not None and not attempt.done.is_set() for _k, _c, attempt, late in self._abandoned)
+        """Whether some timed-out attempt with a ``late`` callback may still return, or has returned
+        and :meth:`poll` has not handed its answer to the callback yet."""
+        return any(call.late is not None for call, _attempt in self._abandoned)
 
 
 def _one_line(exc: BaseException) -> str:

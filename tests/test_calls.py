@@ -101,6 +101,67 @@ def test_a_hung_call_times_out_and_its_late_answer_goes_to_the_late_callback():
     assert late == [["late-machine"]] and not calls.busy("acquire", "a")
 
 
+def test_quiet_comes_once_the_call_is_settled_and_no_timed_out_attempt_can_answer():
+    """An acquisition's intent may be forgotten only when nothing it started can still bring a
+    machine: a success with no attempt left behind is quiet at once; a call whose first attempt
+    hung is quiet only after that attempt answered (late), even though a retry succeeded."""
+    clock = Clock()
+    calls = Calls(clock)
+    quiet = []
+    calls.submit("acquire", "a", lambda: ["m1"], quiet=lambda: quiet.append("a"))
+    settle(calls, clock)
+    assert quiet == ["a"]
+
+    release, started = threading.Event(), threading.Event()
+    answers = iter([None, ["m3"]])
+
+    def first_hangs():
+        if next(answers) is None:
+            started.set()
+            release.wait()
+            return ["m2-late"]
+        return ["m3"]
+
+    late = []
+    calls.submit("acquire", "b", first_hangs, attempts=2, timeout_s=5.0, backoff_s=1.0, late=late.append,
+                 quiet=lambda: quiet.append("b"))
+    started.wait()
+    calls.poll()
+    clock.now = 5.0
+    assert calls.poll() == []  # attempt 1 timed out; a retry is due at t=6
+    clock.now = 6.0
+    calls.poll()
+    (outcome,) = settle(calls, clock)
+    assert outcome.ok and outcome.value == ["m3"]
+    assert quiet == ["a"]  # settled, but the hung attempt may still launch machines
+    release.set()
+    for _ in range(200):
+        calls.poll()
+        if late:
+            break
+        threading.Event().wait(0.01)
+    assert late == [["m2-late"]] and quiet == ["a", "b"]
+
+
+def test_a_call_cut_short_by_wait_is_not_quiet_while_its_attempt_runs():
+    clock = Clock()
+    calls = Calls(clock)
+    release = threading.Event()
+    quiet = []
+    calls.submit("acquire", "a", lambda: release.wait() and ["m1"], quiet=lambda: quiet.append(1),
+                 late=lambda _value: None)
+    clock.now = 100.0  # the master's patience at exit is over at once
+    (outcome,) = calls.wait(deadline=100.0, sleep_s=0.0)
+    assert not outcome.ok and quiet == [] and calls.late_pending()
+    release.set()
+    for _ in range(200):
+        calls.poll()
+        if quiet:
+            break
+        threading.Event().wait(0.01)
+    assert quiet == [1]
+
+
 def test_the_timeout_counts_from_when_the_lock_is_held():
     clock = Clock()
     calls = Calls(clock)
@@ -136,3 +197,27 @@ def test_unlimited_attempts_only_when_asked(attempts):
             break
         threading.Event().wait(0.01)
     assert got and got[0].attempts == attempts
+
+
+def test_cancel_waiting_settles_retries_without_trying_again():
+    clock = Clock()
+    calls = Calls(clock)
+    tries = []
+
+    def failing():
+        tries.append(clock.now)
+        raise RuntimeError("no capacity")
+
+    quiet = []
+    calls.submit("acquire", "a", failing, attempts=5, quiet=lambda: quiet.append(1))
+    calls.submit("status", "a", lambda: {}, attempts=5)
+    for _ in range(200):
+        calls.poll()
+        if calls._calls[0].retry_at is not None:
+            break
+        threading.Event().wait(0.01)
+    (outcome,) = calls.cancel_waiting("acquire")
+    assert not outcome.ok and "no capacity" in str(outcome.error) and quiet == [1]
+    clock.now = 100.0
+    calls.poll()
+    assert tries == [0.0] and not calls.busy("acquire", "a")
