@@ -62,6 +62,19 @@ class MachineAcquired:
 
 
 @dataclass(frozen=True, slots=True)
+class MachineCameLate:
+    """An acquisition the run had given up on (an attempt that timed out, or one that answered
+    after the run ended) returned this machine after all. It is charged from ``asked_at``, when the
+    acquisition was asked for (the back end may have started billing any time after that), up to
+    now, and released at once: the run did not plan with it."""
+
+    now: float
+    machine: str
+    cluster: str
+    asked_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class AcquireFailed:
     now: float
     cluster: str
@@ -125,7 +138,7 @@ class PriceChanged:
     price: float
 
 
-Event = Union[RunStarted, MachineAcquired, AcquireFailed, MachineUp, WorkerAsked, TaskFinished,
+Event = Union[RunStarted, MachineAcquired, MachineCameLate, AcquireFailed, MachineUp, WorkerAsked, TaskFinished,
               MachineLost, Tick, StopRequested, PriceChanged]
 
 
@@ -351,6 +364,8 @@ class Core:
         if self.finished is not None:
             if isinstance(event, TaskFinished):
                 return [IgnoreResult(event.machine, event.task, "run already finished")]
+            if isinstance(event, MachineCameLate):  # money spent after the end is still money spent
+                return self._on_machine_came_late(event)
             return []
         self._now = event.now
         handler = self._dispatch.get(type(event))
@@ -385,6 +400,14 @@ class Core:
         self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now)
         self._live += 1
         return []
+
+    def _on_machine_came_late(self, ev: MachineCameLate) -> list[Action]:
+        if ev.machine in self.machines:
+            return []
+        reason = "came after its acquisition was given up on"
+        self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=min(ev.asked_at, ev.now),
+                                            released_at=ev.now, state=MachineState.GONE, release_reason=reason)
+        return [Release(ev.machine, reason)]
 
     def _on_acquire_failed(self, ev: AcquireFailed) -> list[Action]:
         self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - ev.n)
@@ -632,6 +655,7 @@ class Core:
 Core._handlers = {
     RunStarted: Core._on_run_started,
     MachineAcquired: Core._on_machine_acquired,
+    MachineCameLate: Core._on_machine_came_late,
     AcquireFailed: Core._on_acquire_failed,
     MachineUp: Core._on_machine_up,
     WorkerAsked: Core._on_worker_asked,

@@ -9,6 +9,9 @@ generator seeded with ``seed``, so a run's pattern can be repeated), a failing c
 that never answers), and ``release_delay`` makes a successful release take effect only that long
 after it returned, as a cloud's termination does (a paused machine can then wake up and talk to
 the master before it is gone). A call that fails does nothing: no process is started or stopped.
+``acquire_delay`` makes a successful acquisition answer only that long after it started its
+machines, as a slow cloud API does: past ``call_timeout`` the master has given up on it by then,
+and the machines come late (they are charged and released, see ``MachineCameLate``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class FlakyProvisioner(LocalProvisioner):
         "hang": ("duration", 0.0),  # a failing call hangs this long before it raises
         "call_timeout": ("duration", 10.0),  # the master's timeout for each call of this provisioner
         "release_delay": ("duration", 0.0),  # a release takes effect this long after it returned
+        "acquire_delay": ("duration", 0.0),  # a successful acquire answers this long after it started machines
         "seed": ("int", 0),
         "fail_calls": ("list", ["acquire", "release", "status"]),  # which methods may fail
     }
@@ -43,6 +47,7 @@ class FlakyProvisioner(LocalProvisioner):
         self.fail_rate = min(1.0, float(options.get("fail_rate", 0.5)))
         self.hang_s = float(options.get("hang", 0.0))
         self.release_delay_s = float(options.get("release_delay", 0.0))
+        self.acquire_delay_s = float(options.get("acquire_delay", 0.0))
         self.fail_calls = set(options.get("fail_calls", ["acquire", "release", "status"]))
         self._rng = random.Random(options.get("seed", 0))
         self._rng_lock = threading.Lock()
@@ -65,7 +70,10 @@ class FlakyProvisioner(LocalProvisioner):
 
     def acquire(self, n: int) -> list[MachineHandle]:
         self._maybe_fail("acquire")
-        return super().acquire(n)
+        handles = super().acquire(n)
+        if self.acquire_delay_s > 0:
+            time.sleep(self.acquire_delay_s)
+        return handles
 
     def release(self, handles: list[MachineHandle]) -> None:
         self._maybe_fail("release")

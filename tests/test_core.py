@@ -214,6 +214,27 @@ def test_stop_requested_releases_everything():
     assert core.handle(c.Tick(2.0)) == []
 
 
+def test_a_machine_that_came_late_is_charged_from_the_asking_and_released_even_after_the_end():
+    core = make_core(tasks=(1,))
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    (task,) = [a.task for a in core.handle(c.WorkerAsked(1.0, "m1", n=1))]
+    reason = "came after its acquisition was given up on"
+    # during the run: charged, never handed a task, and not counted as live
+    assert core.handle(c.MachineCameLate(70.0, "late1", "a", asked_at=0.0)) == [c.Release("late1", reason)]
+    assert core.handle(c.WorkerAsked(70.0, "late1", n=1)) == []
+    assert core.live_machines() == [core.machines["m1"]]
+    assert core.handle(c.MachineCameLate(71.0, "late1", "a", asked_at=0.0)) == []  # known: not twice
+    core.handle(c.TaskFinished(72.0, "m1", task, 1, 0, 1.0))
+    assert core.finished is not None
+    # after the end: still charged and released, for the report's total
+    assert core.handle(c.MachineCameLate(80.0, "late2", "a", asked_at=79.0)) == [c.Release("late2", reason)]
+    report = core.report(80.0)
+    late = {m["id"]: (m["atus"], m["cost"], m["state"]) for m in report["machines"] if m["id"].startswith("late")}
+    assert late == {"late1": (2, 1.0, "gone"), "late2": (1, 0.5, "gone")}  # 70 s from the asking: 2 ATUs of 60 s
+    assert report["cost"]["total"] == pytest.approx(sum(m["cost"] for m in report["machines"]))
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     n_tasks=st.integers(1, 40),
