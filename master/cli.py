@@ -455,11 +455,10 @@ def _redraw_plot(path: str | None, core) -> None:
         log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -> None:
     """A resumed run first terminates the machines earlier sessions left running (a master that
-    crashed could not), and counts the ATUs they began meanwhile into their journaled cost."""
-    from bats.master.core import atus_begun
+    crashed could not) and charges them in the journal (:mod:`bats.master.leftovers`)."""
+    from bats.master.leftovers import bill_leftovers
 
-    now = time.time()
-    rows = {row["machine_id"]: row for row in journal.machines()}
+    found_by_cluster = {}
     for name, plugin in plugins.items():
         try:
             found = plugin.cleanup()
@@ -470,36 +469,39 @@ def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -
         if found:
             log.warning("cluster %s: terminated %d machine(s) an earlier session left running: %s",
                         name, len(found), ", ".join(sorted(found)))
-        cluster = config.clusters[name]
-        for machine_id in found.values():
-            row = rows.get(machine_id)
-            if row is None or row["session"] >= session or row["released_at"] is not None:
-                continue
-            uptime = max(row["uptime_s"], now - row["acquired_at"])
-            atus = max(row["atus"], atus_begun(uptime, cluster.atu_s, cluster.min_charge_s))
-            cost = row["cost"] + (atus - row["atus"]) * cluster.price
-            journal.record_machine(machine_id, row["cluster"], row["session"], row["acquired_at"], row["ready_at"],
-                                   now, row["nt"], row["rt_s"], uptime, atus, cost, "gone")
+        found_by_cluster[name] = found
+    bill_leftovers(journal, config, found_by_cluster, time.time(), session)
 
 
 def cleanup(argv: Sequence[str]) -> int:
     """``bats-master cleanup``: terminate what the run in --state-dir left in its clouds."""
-    from bats import provisioners
     from bats.master.journal import Journal
-    from bats.provisioners.base import Bootstrap, ProvisionerError
+    from bats.master.leftovers import bill_leftovers
+    from bats.provisioners.base import Bootstrap
 
     args = _cleanup_parser().parse_args(argv)
     state_dir = Path(args.state_dir)
-    with Journal.open(state_dir) as journal:
-        run_id = journal.run_id
     config_copy = state_dir / "config.toml"
-    if not config_copy.exists():
-        print(f"run {run_id} used local workers only: nothing to clean up")
-        return EXIT_OK
-    config = load_cluster_config(str(config_copy), None)
-    _check_installed(config)
-    bootstrap = Bootstrap(master_endpoint="", run_id=run_id, session=0)
+    with Journal.open(state_dir) as journal:
+        if not config_copy.exists():
+            print(f"run {journal.run_id} used local workers only: nothing to clean up")
+            return EXIT_OK
+        config = load_cluster_config(str(config_copy), None)
+        _check_installed(config)
+        status, found = _clean_clusters(config, Bootstrap(master_endpoint="", run_id=journal.run_id, session=0))
+        added = bill_leftovers(journal, config, found, time.time(), journal.sessions()[-1][0] + 1)
+    if added:
+        print(f"charged {added:.4f} more to the run for the time those machines were left running")
+    return status
+
+
+def _clean_clusters(config: Config, bootstrap) -> tuple[int, dict[str, dict[str, str]]]:
+    """``cleanup`` of every cluster, saying what each terminated; (exit status, found per cluster)."""
+    from bats import provisioners
+    from bats.provisioners.base import ProvisionerError
+
     status = EXIT_OK
+    found_by_cluster = {}
     for name, cl in config.clusters.items():
         try:
             found = provisioners.load(cl.provisioner)(cl, bootstrap).cleanup()
@@ -513,7 +515,8 @@ def cleanup(argv: Sequence[str]) -> int:
             continue
         listed = ", ".join(sorted(found)) if found else "nothing left"
         print(f"cluster {name} ({cl.provisioner}): terminated {len(found)}: {listed}")
-    return status
+        found_by_cluster[name] = found
+    return status, found_by_cluster
 
 
 def _close_journal(journal) -> bool:

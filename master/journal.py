@@ -21,7 +21,8 @@ Schema (version 1)
 ------------------
 ``meta(key TEXT PRIMARY KEY, value TEXT)``
     ``value`` is JSON. Always holds ``run_id`` and ``schema_version``, plus whatever the master
-    stores: bag path and sha256, settings, started_at, the chosen option, ...
+    stores: bag path and sha256, settings, started_at, the chosen option, the acquisitions under way
+    (``acquiring``: session, cluster, n, asked_at of each; see :mod:`bats.master.leftovers`), ...
 ``sessions(id INTEGER PRIMARY KEY, started_at REAL)``
     One row per master session: the first run is 1, each ``--resume`` adds one.
 ``results(seq INTEGER PRIMARY KEY, task_id INTEGER, status TEXT, exit_code INTEGER, runtime_s REAL,
@@ -500,6 +501,15 @@ class Journal:
             last = task_id
             if not failed_only or row[1] == "failed":
                 yield _result_dict(row)
+
+    def sessions(self) -> list[tuple[int, float]]:
+        """Every master session as (number, started_at), oldest first."""
+        with self._lock:
+            conn = self._require_open()
+            try:
+                return [(int(n), float(t)) for n, t in conn.execute("SELECT id, started_at FROM sessions ORDER BY id")]
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from None
 
     def machines(self) -> list[dict[str, Any]]:
         """Every machine of every session, ordered by session, acquisition time and id."""

@@ -15,6 +15,13 @@ core's is fed as ``PriceChanged``, next to the CSV traces of emulated spot marke
 its tasks, and the machine is given back before the cloud takes it. After every acquisition, a
 provisioner's ``usable_max`` below the cluster's ``max`` lowers the ``max`` the core plans with.
 
+No dollar goes unrecorded. Before an acquisition is asked for, its intent (cluster, count, time) is
+committed to the journal (meta ``acquiring``); it is removed, in the same commit as the machines
+it brought or later, only once no attempt of it can still answer. A ``--resume`` (or
+``bats-master cleanup``) that finds a machine of this run the journal never heard of bills it
+from its intent's time (:mod:`bats.master.leftovers`). A machine that comes after its acquisition
+was given up on is fed to the core as ``MachineCameLate``: charged, journaled, released.
+
 Provisioner calls (acquire, release, status) never run on this thread: :mod:`bats.master.calls`
 runs them on daemon threads with a timeout and retries with backoff, one call of each kind at a
 time per provisioner (never two acquisitions at once), and the loop picks up their
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
+import itertools
 import logging
 import math
 import signal
@@ -133,6 +141,9 @@ class Server:
         self.kept: list[str] = []
         self.release_failed: list[str] = []
         self._shutting_down = False
+        self._intents: dict[int, dict] = {}  # acquisitions some attempt of which may still bring machines
+        self._intents_done: set[int] = set()
+        self._intent_ids = itertools.count(1)  # ... of those, the ones no attempt can answer any more
         self._early: dict[str, tuple[bytes, dict, str | None]] = {}  # hellos that came before their acquisition returned
         self._on_outcome = {"acquire": self._acquired, "release": self._released, "status": self._statuses}
         self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
@@ -409,17 +420,19 @@ class Server:
                      ", timed out" if action.timed_out else "")
 
     def _call(self, kind: str, cluster: str, fn: Callable[[Provisioner], object], context: object = None,
-              attempts: int | None = 1, late: Callable[[object], None] | None = None) -> None:
+              attempts: int | None = 1, late: Callable[[object], None] | None = None,
+              quiet: Callable[[], None] | None = None) -> None:
         """Run ``fn(provisioner)`` off this thread (see :mod:`bats.master.calls`); its outcome comes
         back through ``_on_outcome[kind]`` on a later tick."""
         provisioner = self.provisioners[cluster]
         self.calls.submit(kind, cluster, lambda: fn(provisioner), context=context,
                           timeout_s=provisioner.call_timeout_s(), attempts=attempts, late=late,
-                          lock=self._locks[cluster, kind])
+                          lock=self._locks[cluster, kind], quiet=quiet)
 
     def _collect_calls(self) -> None:
         for outcome in self.calls.poll():
             self._on_outcome[outcome.kind](outcome)
+        self._close_intents()
         for machine_id, early in list(self._early.items()):  # no acquisition left that could know them
             if not self.calls.busy("acquire", early[1]["cluster"]) and self._early.pop(machine_id, None):
                 self._on_hello(*early)
@@ -427,23 +440,42 @@ class Server:
     def _do_acquire(self, action: c.Acquire) -> None:
         if self._shutting_down:
             return
-        n = action.n
-        self._call("acquire", action.cluster, lambda p: p.acquire(n), context=n, attempts=ACQUIRE_ATTEMPTS,
-                   late=lambda handles, cluster=action.cluster: self._release_unwanted(cluster, handles))
+        n, cluster, asked_at = action.n, action.cluster, time.time()
+        intent = next(self._intent_ids)
+        self._intents[intent] = {"session": self.session, "cluster": cluster, "n": n, "asked_at": asked_at}
+        self.journal.set_meta("acquiring", list(self._intents.values()))
+        if not self._flush_journal():  # on disk before anything is launched, or nothing is launched
+            self._feed(c.AcquireFailed(asked_at, cluster, n, "the journal could not be written"))
+            return
+        self._call("acquire", cluster, lambda p: p.acquire(n), context=(n, asked_at), attempts=ACQUIRE_ATTEMPTS,
+                   late=lambda handles: self._release_unwanted(cluster, handles, asked_at),
+                   quiet=lambda: self._intents_done.add(intent))
 
-    def _release_unwanted(self, cluster: str, handles: object) -> None:
+    def _close_intents(self) -> None:
+        """Forget the acquisitions that can bring no more machines (after their machines are journaled)."""
+        if self._intents_done:
+            for intent in self._intents_done:
+                self._intents.pop(intent, None)
+            self._intents_done.clear()
+            self.journal.set_meta("acquiring", list(self._intents.values()))
+
+    def _release_unwanted(self, cluster: str, handles: object, asked_at: float) -> None:
         """Machines that came after the run stopped wanting them (a timed-out acquisition that
-        answered late, or one that answered after the run ended): given back at once."""
+        answered late, or one that answered after the run ended): charged, journaled, given back."""
         if not isinstance(handles, list) or not handles:
             return
         log.warning("cluster %s: %d machine(s) came after they were given up on; releasing them: %s",
                     cluster, len(handles), ", ".join(_describe(h) for h in handles))
-        self._call("release", cluster, lambda p: p.release(handles), context=handles, attempts=None)
+        now = time.time()
+        for handle in handles:
+            self.handles[handle.machine_id] = handle
+            self._feed(c.MachineCameLate(now, handle.machine_id, handle.cluster, asked_at))
+        self._flush_journal()
 
     def _acquired(self, outcome: Outcome) -> None:
-        cluster, n = outcome.cluster, outcome.context
+        cluster, (n, asked_at) = outcome.cluster, outcome.context
         if self.core.finished is not None or self._shutting_down:
-            self._release_unwanted(cluster, outcome.value)
+            self._release_unwanted(cluster, outcome.value, asked_at)
             return
         self._limit_cluster(cluster, self.provisioners[cluster].usable_max)
         if not outcome.ok:
@@ -452,7 +484,7 @@ class Server:
             self._feed(c.AcquireFailed(time.time(), cluster, n, str(outcome.error)))
             return
         handles = outcome.value
-        assert isinstance(handles, list) and isinstance(n, int)
+        assert isinstance(handles, list)
         now = time.time()
         for handle in handles:
             self.handles[handle.machine_id] = handle
@@ -602,17 +634,19 @@ class Server:
         if self.on_tick is not None:
             self.on_tick(self)
 
-    def _flush_journal(self) -> None:
+    def _flush_journal(self) -> bool:
         """Commit the journal; if it cannot be written (disk full), stop the run cleanly: results
         not committed stay in memory, and their tasks simply run again after ``--resume``."""
         try:
             self.journal.flush()
+            return True
         except JournalError as exc:
             if self.stop_reason is None:
                 log.error("%s; stopping the run and releasing machines", exc)
                 self.stop_reason = "the journal could not be written"
             else:
                 log.debug("journal still not writable: %s", exc)
+            return False
 
     def _lose(self, machine_id: str, reason: str, now: float) -> None:
         self._feed(c.MachineLost(now, machine_id, reason))
@@ -700,11 +734,14 @@ class Server:
                 self.kept.extend(_describe(h) for h in held)
             else:
                 self._call("release", name, lambda p, h=held: p.release(h), context=held, attempts=None)
+        for outcome in self.calls.cancel_waiting("acquire"):
+            self._acquired(outcome)
         deadline = time.monotonic() + SHUTDOWN_WAIT_S
         self.calls.hurry()
         while self.calls.pending or self.calls.late_pending():
             for outcome in self.calls.wait(deadline):
                 self._on_outcome[outcome.kind](outcome)
+            self._close_intents()
             if time.monotonic() >= deadline:
                 break
             if self.calls.late_pending() and not self.calls.pending:

@@ -227,12 +227,33 @@ def _refuse_launches() -> None:
     Ec2Provisioner._api = refusing
 
 
+def _stall_after_launch() -> None:
+    """BATS_TEST_EC2_STALL="CLUSTER:SECONDS": that cluster's acquisitions launch their instances,
+    then take SECONDS more before they return (a master killed meanwhile never journaled them)."""
+    spec = os.environ.get("BATS_TEST_EC2_STALL")
+    if not spec:
+        return
+    cluster, seconds = spec.split(":")
+    from bats.provisioners.ec2 import Ec2Provisioner
+
+    real = Ec2Provisioner.acquire
+
+    def stalling(self, n: int):
+        handles = real(self, n)
+        if self.cluster.name == cluster:
+            time.sleep(float(seconds))
+        return handles
+
+    Ec2Provisioner.acquire = stalling
+
+
 def main() -> int:
     if os.environ.get("BATS_TEST_LIBCLOUD_NAMESPACE"):
         import libcloud.compute.drivers.ec2 as libcloud_ec2
 
         libcloud_ec2.NAMESPACE = LIBCLOUD_NAMESPACE
     _refuse_launches()
+    _stall_after_launch()
     from bats.master.cli import main as master_main
 
     return master_main(sys.argv[1:])

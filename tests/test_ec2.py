@@ -475,7 +475,7 @@ def test_resume_terminates_what_the_killed_session_left_and_counts_its_time(aws,
             assert time.monotonic() < deadline, "no workers"
             time.sleep(0.1)
         # acquisitions return off the master's loop: kill it once both machines are on disk (a kill
-        # before that leaves instances only their tags find, which --resume terminates unbilled)
+        # before that is the next test's case: only the acquisition's intent is on disk)
         while journaled_machines(tmp_path / "run") < 2:
             assert time.monotonic() < deadline, "machines not journaled"
             time.sleep(0.1)
@@ -495,3 +495,49 @@ def test_resume_terminates_what_the_killed_session_left_and_counts_its_time(aws,
     for m in earlier:  # billed until the resume terminated them, not until the master died
         assert m["uptime_s"] >= 3 and m["cost"] == pytest.approx(m["atus"] * 0.01)
     assert report["cost"]["total"] == pytest.approx(sum(m["cost"] for m in report["machines"]))
+
+
+def test_instances_launched_but_never_journaled_are_charged_from_their_acquisitions_intent(aws, tmp_path):
+    """The master dies after the cloud launched its instances and before their acquisition
+    returned: the journal holds only the acquisition's intent. ``--resume`` terminates the
+    instances (found by their tags) and charges them from when they were asked for."""
+    import sqlite3
+
+    config = tmp_path / "c.toml"
+    config.write_text(CONFIG + cluster("od", aws.endpoint, 2, 'price = 0.01\natu = "1s"'))
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("sleep 0.5\n" * 4)
+    with CloudPlayer(aws, tmp_path / "machines"):
+        master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config),
+                                   "--state-dir", "run", "--policy", "self"], cwd=tmp_path,
+                                  env=master_env(BATS_TEST_EC2_STALL="od:60"),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while len([i for i in instances(aws).values() if i["State"]["Name"] == "running"]) < 2:
+            assert time.monotonic() < deadline, "no instances"
+            time.sleep(0.1)
+        master.send_signal(signal.SIGKILL)
+        master.wait(timeout=10)
+        killed_at = time.time()
+        with sqlite3.connect(f"file:{tmp_path / 'run' / 'journal.sqlite'}?mode=ro", uri=True) as db:
+            assert db.execute("SELECT COUNT(*) FROM machines").fetchone()[0] == 0
+            (intents,) = db.execute("SELECT value FROM meta WHERE key = 'acquiring'").fetchone()
+        (intent,) = json.loads(intents)
+        assert intent["cluster"] == "od" and intent["n"] == 2 and intent["session"] == 1
+        launched = {iid for iid, i in instances(aws).items() if i["State"]["Name"] == "running"}
+        time.sleep(2)  # the instances run on, and cost, while nobody knows them
+        proc = run_master(tmp_path, ["--resume", "--state-dir", "run"])
+        assert proc.returncode == 0, proc.stderr
+    assert "cluster od: terminated 2 machine(s) an earlier session left running" in proc.stderr
+    assert proc.stderr.count("was launched for this run but never journaled") == 2
+    assert all(instances(aws)[iid]["State"]["Name"] == "terminated" for iid in launched)
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    unjournaled = [m for m in report["machines"] if m["session"] == 1]
+    assert len(unjournaled) == 2 and report["tasks"]["done"] == 4
+    for m in unjournaled:  # from the intent's time until the resume terminated them
+        assert m["uptime_s"] >= killed_at + 2 - intent["asked_at"] - 0.5
+        assert m["atus"] >= 3 and m["cost"] == pytest.approx(m["atus"] * 0.01)
+    assert report["cost"]["total"] == pytest.approx(sum(m["cost"] for m in report["machines"]))
+    with sqlite3.connect(f"file:{tmp_path / 'run' / 'journal.sqlite'}?mode=ro", uri=True) as db:
+        (intents,) = db.execute("SELECT value FROM meta WHERE key = 'acquiring'").fetchone()
+    assert json.loads(intents) == []  # settled: the resumed session's own acquisitions returned too
