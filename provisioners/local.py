@@ -1,10 +1,14 @@
 """The ``local`` provisioner: worker processes on this machine, and the cloud emulator.
 
-Each machine is one ``bats-worker`` process started by :meth:`LocalProvisioner._spawn`. Two knobs
+Each machine is one ``bats-worker`` process started by :meth:`LocalProvisioner._spawn`. Its knobs
 emulate other machine types, as seed 000 §4.1 emulated clouds on a cluster: ``slowdown`` makes the
 worker stretch every task to ``slowdown ×`` its measured runtime (and report the stretched time),
-``startup`` delays the worker's start, standing in for a cloud machine's boot time. Workers are
-started with ``--exit-with-parent`` so a master that dies (even by ``kill -9``) leaves no orphans.
+``startup`` delays the worker's start, standing in for a cloud machine's boot time, and
+``metadata_url`` makes the workers watch an instance metadata service for a spot interruption
+notice every ``notice_poll`` (``--spot-notice``, as the ec2 provisioner's spot workers do; point it
+at a :class:`bats.worker.spot_testing.MetadataStandIn`). Releasing a machine ends its worker
+(SIGTERM to its process group), as a cloud terminates an interrupted one. Workers are started
+with ``--exit-with-parent`` so a master that dies (even by ``kill -9``) leaves no orphans.
 
 Offers (``--policy offers``, seed 002): a local cluster answers as a pool of ``max`` slots would,
 by EDF over its ``background_trace`` as it stands since the provisioner started (an idle pool
@@ -23,7 +27,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from bats.common.config import OptionSpec
+from bats.common.config import ClusterConfig, OptionSpec
 from bats.provisioners.base import MachineHandle, MachineState, Provisioner
 
 log = logging.getLogger(__name__)
@@ -37,7 +41,17 @@ class LocalProvisioner(Provisioner):
         "slowdown": ("factor", 1.0),
         "startup": ("duration", 0.0),
         "noop": ("bool", False),  # benchmarks only: workers skip the command and report at once
+        "metadata_url": ("str", None),  # spot emulation: workers watch it for an interruption notice
+        "notice_poll": ("duration", 1.0),  # how often they look
     }
+
+    @classmethod
+    def check_config(cls, cluster: ClusterConfig) -> None:
+        url = cluster.options.get("metadata_url")
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError("metadata_url", f"expected an http:// URL such as \"http://127.0.0.1:8080\", got {url!r}")
+        if cluster.options.get("notice_poll", 1.0) <= 0:
+            raise ValueError("notice_poll", "must be longer than 0s")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -73,6 +87,8 @@ class LocalProvisioner(Provisioner):
             extra += ["--slowdown", f"{options['slowdown']:g}"]
         if options.get("noop"):
             extra.append("--noop")
+        if options.get("metadata_url"):
+            extra += ["--spot-notice", options["metadata_url"], "--spot-poll", f"{options.get('notice_poll', 1.0):g}"]
         argv = self.bootstrap_argv(handle, tuple(extra))
         startup = options.get("startup", 0.0)
         if startup > 0:

@@ -4,9 +4,9 @@ moto's EC2 server (``../shared/recipes/ec2-moto.md``) keeps instances as records
 nothing. :class:`CloudPlayer` makes them real: it polls moto, and for every instance that is
 running it reads the instance's user data, finds the worker command in it (the ``exec`` line every
 template has) and starts that command as a real ``bats-worker`` process; when the instance is
-terminated it kills the worker at once, as a vanishing machine would. :class:`MetadataStandIn`
-is a local HTTP server in place of the instance metadata service, which can serve one spot
-interruption notice.
+terminated it kills the worker at once, as a vanishing machine would. The stand-in for the
+instance metadata service (spot interruption notices) ships beside the real watcher:
+:mod:`bats.worker.spot_testing`.
 
 Run as a program, this module is the master with test-only adjustments made in its process
 (``BATS_TEST_*`` variables): the Libcloud EC2 namespace moto answers with, and injected EC2 errors.
@@ -15,8 +15,6 @@ Run as a program, this module is the master with test-only adjustments made in i
 from __future__ import annotations
 
 import base64
-import http.server
-import json
 import os
 import signal
 import subprocess
@@ -144,63 +142,6 @@ def _kill(proc: subprocess.Popen) -> None:
         except ProcessLookupError:
             pass
     proc.wait(timeout=10)
-
-
-class MetadataStandIn:
-    """A local HTTP server in place of the instance metadata service: IMDSv2 tokens, and a spot
-    interruption notice served once :meth:`arm` is called, to the first worker that asks."""
-
-    def __init__(self) -> None:
-        stand_in = self
-        self.armed = False
-        self.served: list[str] = []  # the notices served (once)
-        self.asked = 0
-        self._lock = threading.Lock()
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_PUT(self) -> None:  # noqa: N802 (http.server's naming)
-                if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
-                    self._answer(200, b"test-token")
-                else:
-                    self._answer(400, b"")
-
-            def do_GET(self) -> None:  # noqa: N802
-                if self.headers.get("X-aws-ec2-metadata-token") != "test-token":
-                    self._answer(401, b"")
-                    return
-                if self.path != "/latest/meta-data/spot/instance-action":
-                    self._answer(404, b"")
-                    return
-                with stand_in._lock:
-                    stand_in.asked += 1
-                    notice = stand_in.armed and not stand_in.served
-                    if notice:
-                        stand_in.served.append(self.path)
-                if notice:
-                    self._answer(200, json.dumps({"action": "terminate", "time": "2030-01-01T00:02:00Z"}).encode())
-                else:
-                    self._answer(404, b"")
-
-            def _answer(self, code: int, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def arm(self) -> None:
-        self.armed = True
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _refuse_launches() -> None:

@@ -5,8 +5,9 @@ How this works. :class:`MasterRun` starts ``python -m bats.master.cli`` in a dir
 (a bag, a clusters config) and gives the test handles on it and its workers (psutil). Each
 scenario of ``SCENARIOS`` does one kind of harm while the bag runs: ``kill -9`` of random workers,
 ``kill -9`` of the master at random points followed by ``--resume``, SIGSTOP/SIGCONT of a worker,
-a worker's network cut past the liveness limit (through :class:`tests.netproxy.TcpProxy`), and a
-provisioner that fails half its calls (the shipped ``flaky`` provisioner). :func:`audit` then
+a worker's network cut past the liveness limit (through :class:`tests.netproxy.TcpProxy`), a
+provisioner that fails half its calls (the shipped ``flaky`` provisioner), and a spot interruption
+notice (from the shipped :class:`bats.worker.spot_testing.MetadataStandIn`). :func:`audit` then
 reads the journal (``journal.sqlite``, read only) and ``report.json`` and counts what must be
 zero: tasks without a result, tasks with more than one result row, and money: the report's
 cost must equal the machines' recorded ATUs times their cluster's price, and a run with a budget
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -314,6 +316,55 @@ def kill_workers_within_budget(root: Path, rng: random.Random) -> Audit:
     return kill_workers(root, rng, ("--budget", "2.00"))
 
 
+def spot_interruption(root: Path, rng: random.Random) -> Audit:
+    """A spot interruption notice, served at a random point by a stand-in for the instance metadata
+    service to the one worker that looks first: the master re-queues that machine's tasks and
+    releases it at once, which ends the worker as the cloud would; the task it ran runs elsewhere."""
+    from bats.worker.spot_testing import MetadataStandIn
+
+    with MetadataStandIn() as metadata:
+        run = MasterRun(root, n_tasks=30, task="sleep 0.3",
+                        config_extra=f'metadata_url = "{metadata.url}"\nnotice_poll = "0.1s"\n')
+        run.prepare()
+        run.start()
+        try:
+            run.wait_started(rng.randint(4, 15))  # both workers busy
+            workers = {w.cmdline()[w.cmdline().index("--machine") + 1]: w for w in run.workers_now()}
+            metadata.arm()
+            notice = wait_for(lambda: re.search(r"(\S+): spot interruption notice", run.output()), 30,
+                              "the master to hear the notice")
+            machine = notice.group(1)
+            wait_for(lambda: journal_machine_states(run.state).get(machine) == "gone", 30, f"{machine} to be released")
+            assert machine in workers, (machine, list(workers))
+            wait_for(lambda: _ended(workers[machine]), 15, f"the worker of {machine} to end")
+            assert run.wait() == 0, run.output()
+        finally:
+            run.kill()
+    report = json.loads((run.state / "report.json").read_text())
+    reasons = {m["id"]: m["release_reason"] for m in report["machines"]}
+    assert reasons[machine].startswith("spot interruption notice (terminate at"), reasons
+    # the task the worker was running (killed maybe before its shell wrote its mark) and any task that
+    # started twice ran again elsewhere: the one result of each is from there, a later attempt
+    killed = re.findall(r"killing task (\d+) on the way out", (run.state / "logs" / f"{machine}.log").read_text())
+    starts = run.marks.read_text().split()
+    again = {int(t) for t in starts if starts.count(t) > 1} | {int(t) for t in killed}
+    conn = sqlite3.connect(f"file:{run.state / 'journal.sqlite'}?mode=ro", uri=True)
+    try:
+        for task in again:
+            rows = conn.execute("SELECT machine, attempts FROM results WHERE task_id = ?", (task,)).fetchall()
+            assert len(rows) == 1 and rows[0][0] != machine and rows[0][1] >= 2, (task, rows)
+    finally:
+        conn.close()
+    return audit(run.state)
+
+
+def _ended(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 SCENARIOS: dict[str, Callable[[Path, random.Random], Audit]] = {
     "kill -9 of random workers": kill_workers,
     "kill -9 of random workers, BaTS with --budget": kill_workers_within_budget,
@@ -321,4 +372,5 @@ SCENARIOS: dict[str, Callable[[Path, random.Random], Audit]] = {
     "SIGSTOP/SIGCONT of a worker past liveness": pause_worker,
     "network cut past liveness (TCP proxy)": cut_network,
     "provisioner failing half its calls": flaky_provisioner,
+    "spot interruption notice": spot_interruption,
 }

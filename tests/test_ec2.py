@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
-from cloud_harness import AWS_ENV, BATS_MASTER, MASTER, CloudPlayer, MetadataStandIn, moto_fixture
+from cloud_harness import AWS_ENV, BATS_MASTER, MASTER, CloudPlayer, moto_fixture
 
 from bats import provisioners
 from bats.common.config import ClusterConfig, ConfigError
@@ -147,24 +147,24 @@ def test_spot_price_comes_from_the_price_history_per_atu(aws):
 
 def test_the_worker_watches_the_metadata_for_the_notice():
     from bats.worker.spot import SpotWatcher
+    from bats.worker.spot_testing import MetadataStandIn
 
-    metadata = MetadataStandIn()
-    watcher = SpotWatcher(metadata.url, poll_s=0.05)
-    try:
-        assert watcher.check() is None and watcher._token == "test-token"  # IMDSv2: a session token
-        watcher.start()
-        time.sleep(0.2)
-        assert watcher.notice is None and metadata.asked >= 2
-        metadata.arm()
-        deadline = time.monotonic() + 5
-        while watcher.notice is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        assert watcher.notice == ("terminate", "2030-01-01T00:02:00Z")
-        assert os.read(watcher.read_fd, 8) == b"!"  # what wakes the worker's loop
-    finally:
-        watcher.stop()
-        metadata.close()
+    with MetadataStandIn() as metadata:
+        watcher = SpotWatcher(metadata.url, poll_s=0.05)
+        try:
+            assert watcher.check() is None and watcher._token == "test-token"  # IMDSv2: a session token
+            watcher.start()
+            time.sleep(0.2)
+            assert watcher.notice is None and metadata.asked >= 2
+            metadata.arm()
+            deadline = time.monotonic() + 5
+            while watcher.notice is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert watcher.notice == ("terminate", "2030-01-01T00:02:00Z")
+            assert os.read(watcher.read_fd, 8) == b"!"  # what wakes the worker's loop
+        finally:
+            watcher.stop()
 
 
 # ---------------------------------------------------------------- refusals: retried, then a lower max
@@ -362,28 +362,26 @@ def test_a_bag_runs_on_on_demand_and_spot_instances(aws, tmp_path):
 
 
 def test_a_spot_interruption_notice_sends_the_task_elsewhere(aws, tmp_path):
-    metadata = MetadataStandIn()
-    config = tmp_path / "c.toml"
-    config.write_text(CONFIG + cluster("od", aws.endpoint, 1)
-                      + cluster("spot", aws.endpoint, 1, f'market = "spot"\nspot_api = "request_spot_instances"\n'
-                                                         f'metadata_url = "{metadata.url}"\nnotice_poll = "0.1s"'))
+    from bats.worker.spot_testing import MetadataStandIn
+
     started = tmp_path / "started.txt"
     bag = tmp_path / "tasks.txt"
     bag.write_text("".join(f"echo {i} >> {started}; sleep 0.4; echo task {i}\n" for i in range(1, 21)))
-    try:
-        with CloudPlayer(aws, tmp_path / "machines") as cloud:
-            master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config),
-                                       "--state-dir", "run"], cwd=tmp_path, env=master_env(),
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            deadline = time.monotonic() + 30
-            while not (started.exists() and len(started.read_text().split()) >= 4):
-                assert time.monotonic() < deadline and master.poll() is None, "no task started"
-                time.sleep(0.05)
-            metadata.arm()  # the spot worker, busy, gets the notice at its next look
-            out, err = master.communicate(timeout=90)
-            assert master.returncode == 0, err
-    finally:
-        metadata.close()
+    with MetadataStandIn() as metadata, CloudPlayer(aws, tmp_path / "machines"):
+        config = tmp_path / "c.toml"
+        config.write_text(CONFIG + cluster("od", aws.endpoint, 1)
+                          + cluster("spot", aws.endpoint, 1, f'market = "spot"\nspot_api = "request_spot_instances"\n'
+                                                             f'metadata_url = "{metadata.url}"\nnotice_poll = "0.1s"'))
+        master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config),
+                                   "--state-dir", "run"], cwd=tmp_path, env=master_env(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not (started.exists() and len(started.read_text().split()) >= 4):
+            assert time.monotonic() < deadline and master.poll() is None, "no task started"
+            time.sleep(0.05)
+        metadata.arm()  # the spot worker, busy, gets the notice at its next look
+        _out, err = master.communicate(timeout=90)
+        assert master.returncode == 0, err
     assert metadata.served, "no worker saw the notice"
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     interrupted = [m for m in report["machines"] if "spot interruption notice" in m["release_reason"]]

@@ -162,7 +162,11 @@ CONFIG_LINES = {
 # Only the master's socket finds this one: checked on the command line, not by load_config.
 UNBINDABLE = ('[master]\nlisten = "tcp://no-such-interface.invalid:5"\n' + LOCAL,
               ["[master]", "listen", "cannot bind"])
-for _name, (_text, _fragments) in {**CONFIG_CASES, "listen-unbindable": UNBINDABLE}.items():
+PROVISIONER_CHECKS = {  # the local provisioner's check_config, beyond the key kinds load_config checks
+    "local-metadata-url-not-http": (LOCAL + 'metadata_url = "169.254.169.254"\n', ["[clusters.a]", "metadata_url", "http://"]),
+    "local-notice-poll-zero": (LOCAL + 'metadata_url = "http://127.0.0.1:9"\nnotice_poll = 0\n', ["[clusters.a]", "notice_poll"]),
+}
+for _name, (_text, _fragments) in {**CONFIG_CASES, "listen-unbindable": UNBINDABLE, **PROVISIONER_CHECKS}.items():
     CASES[f"config-{_name}"] = Case({"bag.txt": GOOD_BAG, "clusters.toml": _text}, CONFIG_RUN, _fragments,
                                     starts=f"clusters.toml:{CONFIG_LINES[_name]}:" if _name in CONFIG_LINES
                                     else "clusters.toml")
