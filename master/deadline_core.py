@@ -25,6 +25,11 @@ machine: time comes in on the events, randomness from the seeded RNG.
    re-plans with the same ILP on the tasks and time left (machines up need no boot) and moves to
    the new plan; when the deadline can no longer be met it plans for the earliest finish instead
    and says so. A cluster whose machines are lost is refilled to the plan's current count.
+   Falling behind again right after a re-plan (a long-tailed task that runs on and on keeps the
+   count below the tasks left) re-plans after twice the wait of the last time, up to the ILP's
+   interval: each re-plan is one ILP, or a binary search of them when the deadline is lost, and
+   re-planning every monitoring interval would cost more than it can change. Being on track again
+   resets the wait; a price change, or no machine left, re-plans at once.
 
 The budget of BaTS does not apply (``budget`` is None): the deadline plan is the commitment, its
 estimated cost is reported next to what the run really spent.
@@ -81,6 +86,8 @@ class DeadlineCore(BatsCore):
         self.plan_start = 0.0
         self.plans: list[dict[str, Any]] = []  # every plan adopted: {at_s, reason, met, plan}
         self.earliest_s: float | None = None  # the earliest feasible deadline, when it was needed
+        self._replan_wait_s = settings.monitor_interval_s  # after falling behind: see the docstring, 3.
+        self._replan_at = -math.inf  # no re-plan for falling behind before this time
 
     # ------------------------------------------------------------ the program's inputs
     def _elapsed(self, now: float) -> float:
@@ -260,7 +267,13 @@ class DeadlineCore(BatsCore):
         self._last_monitor = now
         actions: list[c.Action] = []
         can = self.capacity(now)
-        if self.plan is None or can < self.remaining - _EPS:
+        behind = self.plan is None or can < self.remaining - _EPS
+        if not behind:
+            self._replan_wait_s = self.settings.monitor_interval_s
+        elif self.plan is None or now >= self._replan_at or not self._live:
+            self._replan_at = now + self._replan_wait_s
+            self._replan_wait_s = min(2 * self._replan_wait_s,
+                                      max(self.settings.monitor_interval_s, self.deadline.interval_s))
             plan, met = self._solve(now)
             if plan is not None:
                 reason = f"behind the plan: {self.remaining} tasks left, the plan can do {can:.1f}"
