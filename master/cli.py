@@ -104,7 +104,8 @@ def _report_parser() -> argparse.ArgumentParser:
 
 def _cleanup_parser() -> argparse.ArgumentParser:
     p = OneLineArgumentParser(prog="bats-master cleanup",
-                              description="Terminate every cloud machine a run left running (found by its tags).")
+                              description="Terminate what a run left running: cloud machines (found by their tags), "
+                                          "ssh workers and sge/slurm jobs (found by the run id).")
     p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
     return p
 
@@ -465,7 +466,7 @@ def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -
             found = plugin.cleanup()
         except Exception as exc:
             log.error("cluster %s: looking for machines left running failed: %s; "
-                      "run 'bats-master cleanup' once the cloud answers", name, exc)
+                      "run 'bats-master cleanup' once it answers", name, exc)
             continue
         if found:
             log.warning("cluster %s: terminated %d machine(s) an earlier session left running: %s",
@@ -483,7 +484,8 @@ def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -
 
 
 def cleanup(argv: Sequence[str]) -> int:
-    """``bats-master cleanup``: terminate what the run in --state-dir left in its clouds."""
+    """``bats-master cleanup``: terminate what the run in --state-dir left running (cloud machines,
+    ssh workers, batch jobs)."""
     from bats import provisioners
     from bats.master.journal import Journal
     from bats.provisioners.base import Bootstrap, ProvisionerError
@@ -491,20 +493,26 @@ def cleanup(argv: Sequence[str]) -> int:
     args = _cleanup_parser().parse_args(argv)
     state_dir = Path(args.state_dir)
     with Journal.open(state_dir) as journal:
-        run_id = journal.run_id
+        run_id, meta = journal.run_id, journal.meta
     config_copy = state_dir / "config.toml"
     if not config_copy.exists():
         print(f"run {run_id} used local workers only: nothing to clean up")
         return EXIT_OK
     config = load_cluster_config(str(config_copy), None)
     _check_installed(config)
-    bootstrap = Bootstrap(master_endpoint="", run_id=run_id, session=0)
+    # relative paths in the config (an ssh key, a hosts file) start where the run's config was
+    bootstrap = Bootstrap(master_endpoint="", run_id=run_id, session=0, config_dir=_config_dir(meta, config))
     status = EXIT_OK
     for name, cl in config.clusters.items():
         try:
-            found = provisioners.load(cl.provisioner)(cl, bootstrap).cleanup()
+            plugin = provisioners.load(cl.provisioner)(cl, bootstrap)
+            try:
+                found = plugin.cleanup()
+            finally:
+                plugin.close()  # an ssh connection kept open for later commands, say
         except (ProvisionerError, ValueError) as exc:
-            print(f"bats-master: error: cluster {name}: {exc}", file=sys.stderr)
+            said = str(exc) if str(exc).startswith(f"cluster {name}: ") else f"cluster {name}: {exc}"
+            print(f"bats-master: error: {said}", file=sys.stderr)
             status = EXIT_INCOMPLETE
             continue
         except Exception as exc:  # the cloud's own error: one line, go on with the other clusters
