@@ -40,7 +40,7 @@ compare: $(STAMP)
 	$(PY) bench/compare.py
 
 # fault injection (real processes and the simulator) and the cost of encryption: docs/reliability.md
-# (about 5 minutes)
+# (about 8 minutes with the ssh and Grid Engine scenarios)
 reliability: $(STAMP)
 	$(PY) bench/reliability.py
 

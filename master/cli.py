@@ -104,7 +104,8 @@ def _report_parser() -> argparse.ArgumentParser:
 
 def _cleanup_parser() -> argparse.ArgumentParser:
     p = OneLineArgumentParser(prog="bats-master cleanup",
-                              description="Terminate every cloud machine a run left running (found by its tags).")
+                              description="Terminate what a run left running: cloud machines (found by their tags), "
+                                          "ssh workers and sge/slurm jobs (found by the run id).")
     p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
     return p
 
@@ -464,7 +465,7 @@ def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -
             found = plugin.cleanup()
         except Exception as exc:
             log.error("cluster %s: looking for machines left running failed: %s; "
-                      "run 'bats-master cleanup' once the cloud answers", name, exc)
+                      "run 'bats-master cleanup' once it answers", name, exc)
             continue
         if found:
             log.warning("cluster %s: terminated %d machine(s) an earlier session left running: %s",
@@ -474,7 +475,8 @@ def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -
 
 
 def cleanup(argv: Sequence[str]) -> int:
-    """``bats-master cleanup``: terminate what the run in --state-dir left in its clouds."""
+    """``bats-master cleanup``: terminate what the run in --state-dir left running (cloud machines,
+    ssh workers, batch jobs), and charge it in the journal."""
     from bats.master.journal import Journal
     from bats.master.leftovers import bill_leftovers
     from bats.provisioners.base import Bootstrap
@@ -488,7 +490,10 @@ def cleanup(argv: Sequence[str]) -> int:
             return EXIT_OK
         config = load_cluster_config(str(config_copy), None)
         _check_installed(config)
-        status, found = _clean_clusters(config, Bootstrap(master_endpoint="", run_id=journal.run_id, session=0))
+        # relative paths in the config (an ssh key, a hosts file) start where the run's config was
+        bootstrap = Bootstrap(master_endpoint="", run_id=journal.run_id, session=0,
+                              config_dir=_config_dir(journal.meta, config))
+        status, found = _clean_clusters(config, bootstrap)
         added = bill_leftovers(journal, config, found, time.time(), journal.sessions()[-1][0] + 1)
     if added:
         print(f"charged {added:.4f} more to the run for the time those machines were left running")
@@ -504,9 +509,14 @@ def _clean_clusters(config: Config, bootstrap) -> tuple[int, dict[str, dict[str,
     found_by_cluster = {}
     for name, cl in config.clusters.items():
         try:
-            found = provisioners.load(cl.provisioner)(cl, bootstrap).cleanup()
+            plugin = provisioners.load(cl.provisioner)(cl, bootstrap)
+            try:
+                found = plugin.cleanup()
+            finally:
+                plugin.close()  # an ssh connection kept open for later commands, say
         except (ProvisionerError, ValueError) as exc:
-            print(f"bats-master: error: cluster {name}: {exc}", file=sys.stderr)
+            said = str(exc) if str(exc).startswith(f"cluster {name}: ") else f"cluster {name}: {exc}"
+            print(f"bats-master: error: {said}", file=sys.stderr)
             status = EXIT_INCOMPLETE
             continue
         except Exception as exc:  # the cloud's own error: one line, go on with the other clusters

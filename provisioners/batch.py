@@ -11,6 +11,11 @@ job still waiting in the queue is ``BOOTING`` (queue wait is start-up time, as w
 emulated clouds through SGE), a job in an error state is ``FAILED``, a job the scheduler no longer
 lists has ended and is ``GONE``; the master then counts the machine lost and re-queues its task.
 
+A job is named ``bats-RUN-MACHINE`` (the run id, then the machine id). Worker jobs outlive a master
+that is killed, so :meth:`cleanup` (at the start of a ``--resume``d session, and ``bats-master
+cleanup``) lists this user's jobs by name and cancels those of this run and cluster; left running
+they would hold the queue's slots and the resumed run's jobs would wait behind them.
+
 A subclass supplies the command lines: ``_submit_argv``, ``_job_id``, ``_cancel_argv``,
 ``_query_argv`` and ``_parse_query``, plus its ``STATES`` table and options.
 """
@@ -85,9 +90,13 @@ class BatchProvisioner(CommandProvisioner):
     def _parse_query(self, stdout: str) -> dict[str, str]:
         """Job id -> native state, from the status command's output."""
 
+    @abstractmethod
+    def _job_names(self) -> dict[str, str]:
+        """Job id -> job name of this user's jobs that have not ended."""
+
     # ------------------------------------------------------------ the interface
     def job_name(self, handle: MachineHandle) -> str:
-        return "bats-" + _UNSAFE.sub("_", handle.machine_id)
+        return _UNSAFE.sub("_", f"bats-{self.bootstrap.run_id}-{handle.machine_id}")
 
     def job_script(self, handle: MachineHandle) -> str:
         return (f"#!/bin/sh\n# BaTS worker {handle.machine_id} of run {self.bootstrap.run_id}\n"
@@ -115,7 +124,21 @@ class BatchProvisioner(CommandProvisioner):
         return handles
 
     def release(self, handles: list[MachineHandle]) -> None:
-        ids = [h.native_id for h in handles if h.native_id]
+        self._cancel([h.native_id for h in handles if h.native_id])
+
+    def cleanup(self) -> dict[str, str]:
+        """Cancel the jobs of this run and cluster the scheduler still lists (see the module docstring)."""
+        pattern = re.compile(re.escape(_UNSAFE.sub("_", f"bats-{self.bootstrap.run_id}-{self.cluster.name}-s"))
+                             + r"(\d+-\d+)")
+        found = {}
+        for job, name in self._job_names().items():
+            match = pattern.fullmatch(name)
+            if match:
+                found[job] = f"{self.cluster.name}-s{match.group(1)}"
+        self._cancel(sorted(found))
+        return found
+
+    def _cancel(self, ids: list[str]) -> None:
         if not ids:
             return
         proc = self._run(self._cancel_argv(ids), check=False)

@@ -1,7 +1,7 @@
 """The ``sge`` provisioner: each machine is one worker job on a (Son of) Grid Engine cluster.
 
 How this works. See :mod:`bats.provisioners.batch` for the shared part. Here: ``qsub -terse``
-submits the job script from stdin (``-S /bin/sh``, ``-N bats-MACHINE``, output joined into
+submits the job script from stdin (``-S /bin/sh``, ``-N bats-RUN-MACHINE``, output joined into
 ``log_dir/MACHINE.log`` or /dev/null) with the cluster's ``queue`` (``-q``), ``project`` (``-P``),
 ``resources`` (``-l``) and any ``qsub_args``; ``qdel`` cancels; ``qstat -xml`` lists this user's
 jobs, and each job's ``<state>`` code (a combination of the letters d(eleted), E(rror), h(old),
@@ -79,17 +79,21 @@ class SgeProvisioner(BatchProvisioner):
     def _query_argv(self) -> list[str]:
         return ["qstat", "-xml"]
 
-    def _parse_query(self, stdout: str) -> dict[str, str]:
+    def _parse_query(self, stdout: str, field: str = "state") -> dict[str, str]:
+        """Job number -> ``field`` (``state``, or ``JB_name``) of each job ``qstat -xml`` lists."""
         try:
             root = ElementTree.fromstring(stdout)
         except ElementTree.ParseError as exc:
             raise ProvisionerError(f"cluster {self.cluster.name}: qstat -xml printed no valid XML: {exc}") from None
         jobs = {}
         for job in root.iter("job_list"):
-            number, state = job.findtext("JB_job_number"), job.findtext("state")
-            if number and state:
-                jobs[number.strip()] = state.strip()
+            number, value = job.findtext("JB_job_number"), job.findtext(field)
+            if number and value:
+                jobs[number.strip()] = value.strip()
         return jobs
+
+    def _job_names(self) -> dict[str, str]:
+        return self._parse_query(self._run(self._query_argv()).stdout, "JB_name")
 
     def offers(self, tasks: int, task_runtime_s: float, deadline_s: float) -> list[tuple[int, float]] | None:
         """Seed 002 §III-A offers from the real queue: every user's jobs (``qstat -xml -r -u *``)

@@ -1,7 +1,7 @@
 """The ``slurm`` provisioner: each machine is one worker job on a Slurm cluster.
 
 How this works. See :mod:`bats.provisioners.batch` for the shared part. Here: ``sbatch
---parsable`` submits the job script from stdin (``--job-name bats-MACHINE``, one task, output to
+--parsable`` submits the job script from stdin (``--job-name bats-RUN-MACHINE``, one task, output to
 ``log_dir/MACHINE.log`` or /dev/null) with the cluster's ``partition``, ``account``, ``qos``,
 ``time_limit`` and any ``sbatch_args``; ``scancel`` cancels; ``squeue --states=all`` lists this
 user's jobs with their state names (``PENDING``, ``RUNNING``, ``NODE_FAIL`` …), mapped to a
@@ -79,7 +79,13 @@ class SlurmProvisioner(BatchProvisioner):
     def _query_argv(self) -> list[str]:
         return ["squeue", "--noheader", "--states=all", f"--user={getpass.getuser()}", "--format=%i|%T"]
 
+    def _job_names(self) -> dict[str, str]:
+        # without --states: pending, running and the like, not jobs that have ended
+        out = self._run(["squeue", "--noheader", f"--user={getpass.getuser()}", "--format=%i|%j"]).stdout
+        return self._parse_query(out)
+
     def _parse_query(self, stdout: str) -> dict[str, str]:
+        """Job id -> the second column (the state, or the name) of each ``squeue`` line."""
         jobs = {}
         for line in stdout.splitlines():
             job, sep, state = line.strip().partition("|")

@@ -16,6 +16,12 @@ that fails ``LOST_AFTER`` probes in a row (ssh cannot connect, or it does not an
 ``connect_timeout``) has stopped answering, and its machines are ``FAILED``: the master counts them
 lost, and their tasks go back into the bag to run elsewhere. A worker that stops talking to the
 master is also caught by the master's own liveness limit.
+
+The workers are detached, so they outlive a master that is killed (and, reconnecting to an address
+nobody listens on any more, would run on for good). Each start therefore also appends ``PID
+MACHINE`` to a list of this run's workers on the host, ``log_dir/bats-RUN-CLUSTER-HOST.workers``;
+:meth:`cleanup` (at the start of a ``--resume``d session, and ``bats-master cleanup``) sends
+SIGTERM to those listed that still run as their machine, on every host, and removes the list.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -222,9 +229,18 @@ class SshProvisioner(CommandProvisioner):
                          timeout=timeout or self.cluster.options.get("connect_timeout", 10.0) + 20)
         return proc
 
-    def _start_script(self, handle: MachineHandle) -> str:
-        log_dir = self.cluster.options.get("log_dir") or "/tmp"
-        log_path = f"{log_dir.rstrip('/')}/{handle.machine_id}.log"
+    def _log_dir(self) -> str:
+        return (self.cluster.options.get("log_dir") or "/tmp").rstrip("/") or "/"
+
+    def _registry(self, host: Host) -> str:
+        """The host's list of this run's workers of this cluster (see the module docstring); named
+        after the host too, for a ``log_dir`` that several hosts share (NFS)."""
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"bats-{self.bootstrap.run_id}-{self.cluster.name}-{host.label}")
+        return f"{self._log_dir()}/{name}.workers"
+
+    def _start_script(self, handle: MachineHandle, host: Host) -> str:
+        log_dir = self._log_dir()
+        log_path = f"{log_dir}/{handle.machine_id}.log"
         program = self.bootstrap.worker_command[0]
         q = shlex.quote
         return "\n".join([
@@ -233,6 +249,7 @@ class SshProvisioner(CommandProvisioner):
             f"mkdir -p {q(log_dir)} || exit 1",
             "if command -v setsid >/dev/null 2>&1; then s=setsid; else s=; fi",
             f"nohup $s {self.bootstrap_shell(handle)} </dev/null >>{q(log_path)} 2>&1 &",
+            f"{{ echo \"$! \"{q(handle.machine_id)} >>{q(self._registry(host))}; }} 2>/dev/null",
             "echo $!",
         ])
 
@@ -252,7 +269,7 @@ class SshProvisioner(CommandProvisioner):
             host = max(candidates, key=self._free)  # spread the machines over the hosts
             handle = stamp(self.new_handle())
             try:
-                proc = self._on_host(host, self._start_script(handle))
+                proc = self._on_host(host, self._start_script(handle, host))
                 pid = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
                 if proc.returncode != 0 or not pid.isdigit():
                     said = one_line(proc.stderr or proc.stdout) or "no message"
@@ -319,6 +336,48 @@ class SshProvisioner(CommandProvisioner):
             else:
                 states[handle.machine_id] = MachineState.RUNNING if handle.machine_id in alive else MachineState.GONE
         return states
+
+    def cleanup(self) -> dict[str, str]:
+        """Stop the workers of this run and cluster that still run on the hosts (see the module
+        docstring); a host that cannot be reached is logged, and an error only if none could be."""
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(self.hosts))) as pool:
+            answers = list(pool.map(self._cleanup_host, self.hosts))
+        found = {}
+        errors = []
+        for host, answer in zip(self.hosts, answers):
+            if isinstance(answer, str):
+                errors.append(answer)
+                continue
+            for pid, machine in answer:
+                found[f"{host.label}/{pid}"] = machine
+        if errors and len(errors) == len(self.hosts):
+            raise ProvisionerError("; ".join(errors))
+        for error in errors:
+            log.error("%s; workers of an earlier session may still run there", error)
+        return found
+
+    def _cleanup_host(self, host: Host) -> list[tuple[str, str]] | str:
+        """(pid, machine) of each worker stopped on ``host``, or why the host could not be asked."""
+        registry = shlex.quote(self._registry(host))
+        script = "\n".join([
+            f"[ -f {registry} ] || exit 0",
+            "while read -r pid machine; do",
+            '  case "$pid" in *[!0-9]*|"") continue;; esac',
+            '  case " $(ps -o args= -p "$pid" 2>/dev/null) " in',
+            '    *" --machine $machine "*) kill -TERM "$pid" && echo "$pid $machine";;',
+            "  esac",
+            f"done < {registry}",
+            f"rm -f {registry}",
+        ])
+        try:
+            proc = self._on_host(host, script)
+        except ProvisionerError as exc:
+            return str(exc)
+        if proc.returncode != 0:
+            return (f"cluster {self.cluster.name}: stopping workers left on {host.label} failed "
+                    f"(exit {proc.returncode}): {one_line(proc.stderr) or 'no message'}")
+        return [(words[0], words[1]) for words in (line.split(None, 1) for line in proc.stdout.splitlines())
+                if len(words) == 2]
 
     def _probe_round(self) -> dict[str, set[str] | None]:
         """Host label -> the machine ids whose worker runs there, or None if the host did not answer."""

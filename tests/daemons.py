@@ -61,9 +61,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _kill_pidfile(path: str) -> None:
+def _kill_pidfile(path: str, grace_s: float = 0.0) -> None:
+    """Kill the daemon whose pid ``path`` holds; with ``grace_s``, SIGTERM first, and SIGKILL only
+    if it has not exited by then (slurmctld saves its job state on the way out; a SIGKILL can lose
+    the last changes, and it came back with ended jobs it thought still ran, holding the CPUs)."""
     with contextlib.suppress(OSError, ValueError):
-        os.kill(int(Path(path).read_text().split()[0]), signal.SIGKILL)
+        pid = int(Path(path).read_text().split()[0])
+        if grace_s > 0:
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline:
+                os.kill(pid, 0)  # OSError once it has gone: nothing more to do
+                time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
 
 
 # ---------------------------------------------------------------- sshd
@@ -234,7 +244,7 @@ def start_slurm() -> Callable[[], None] | None:
 
     def stop() -> None:
         for path in started:
-            _kill_pidfile(path)
+            _kill_pidfile(path, grace_s=10)
 
     return stop
 

@@ -1,5 +1,5 @@
-"""Fault injection with real processes: run a real ``bats-master`` with real local workers, hurt it,
-and audit the run afterwards from its journal and report.
+"""Fault injection with real processes: run a real ``bats-master`` with real workers, hurt it, and
+audit the run afterwards from its journal and report.
 
 How this works. :class:`MasterRun` starts ``python -m bats.master.cli`` in a directory of its own
 (a bag, a clusters config) and gives the test handles on it and its workers (psutil). Each
@@ -15,6 +15,9 @@ must not spend more than budget plus the accepted cushion.
 
 ``tests/test_faults.py`` runs every scenario once (part of ``make test``); ``bench/reliability.py``
 runs them many times and writes ``docs/reliability.md``. Every address is on 127.0.0.1.
+
+The workers are local unless the scenario's name ends in ``(ssh)`` or ``(sge)`` (:func:`on`): then
+they are started over ssh or run as Grid Engine jobs, with real daemons (``tests/backends.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import backends
 import psutil
+from backends import LOCAL, Backend
 
 MASTER = [sys.executable, "-m", "bats.master.cli"]
 PRICE = 0.01
@@ -82,9 +87,11 @@ def audit(state_dir: Path, price: float = PRICE) -> Audit:
 
 
 def write_config(path: Path, workers: int = 2, provisioner: str = "local", master: str = "",
-                 extra: str = "") -> Path:
-    path.write_text(f"[master]\n{master}\n[clusters.c]\nprovisioner = \"{provisioner}\"\nmax = {workers}\n"
-                    f"price = {PRICE}\natu = \"{ATU}\"\n{extra}")
+                 extra: str = "", backend: Backend = LOCAL) -> Path:
+    """The clusters config: one cluster, on ``backend`` (its table and [master] lines) unless local."""
+    provisioner = f'provisioner = "{provisioner}"\n' if backend.local else ""
+    path.write_text(f"[master]\n{master}\n{backend.master}\n[clusters.{backend.cluster}]\n{provisioner}{backend.keys}"
+                    f"max = {workers}\nprice = {PRICE}\natu = \"{ATU}\"\n{extra}")
     return path
 
 
@@ -100,6 +107,7 @@ class MasterRun:
     config_extra: str = ""
     workers: int = 2
     policy: tuple[str, ...] = ("--policy", "self")
+    backend: Backend = LOCAL  # where the cluster runs (tests/backends.py)
     proc: subprocess.Popen | None = None
     logs: list[str] = field(default_factory=list)
 
@@ -116,7 +124,7 @@ class MasterRun:
         (self.root / "bag.txt").write_text("".join(f"echo {i} >> {self.marks}; {self.task}; echo out-{i}\n"
                                                    for i in range(1, self.n_tasks + 1)))
         write_config(self.root / "clusters.toml", self.workers, self.provisioner, self.config_master,
-                     self.config_extra)
+                     self.config_extra, self.backend)
 
     def start(self, resume: bool = False, extra: tuple[str, ...] = ()) -> subprocess.Popen:
         args = ["--resume"] if resume else ["--bag", "bag.txt", "--config", "clusters.toml", *self.policy]
@@ -137,6 +145,8 @@ class MasterRun:
             self.proc.wait()
 
     def workers_now(self) -> list[psutil.Process]:
+        if not self.backend.local:  # not the master's children: found by their cluster's name
+            return self.backend.workers()
         if self.proc is None:
             return []
         found = []
@@ -192,16 +202,21 @@ def journal_machine_states(state_dir: Path) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------ scenarios
-def kill_workers(root: Path, rng: random.Random, policy: tuple[str, ...] = ("--policy", "self")) -> Audit:
+def kill_workers(root: Path, rng: random.Random, policy: tuple[str, ...] = ("--policy", "self"),
+                 backend: Backend = LOCAL, kill: Callable[[psutil.Process], None] | None = None) -> Audit:
     """``kill -9`` of a random worker, twice, at random points of the bag."""
-    run = MasterRun(root, policy=policy)
+    run = MasterRun(root, policy=policy, backend=backend)
     run.prepare()
     run.start()
     try:
         for share in sorted(rng.uniform(0.1, 0.7) for _ in range(2)):
             run.wait_started(int(share * run.n_tasks))
             workers = wait_for(run.workers_now, 30, "workers")
-            rng.choice(workers).send_signal(signal.SIGKILL)
+            victim = rng.choice(workers)
+            if kill is not None:
+                kill(victim)
+            else:
+                victim.send_signal(signal.SIGKILL)
         assert run.wait() == 0, run.output()
     finally:
         run.kill()
@@ -210,11 +225,12 @@ def kill_workers(root: Path, rng: random.Random, policy: tuple[str, ...] = ("--p
     return result
 
 
-def kill_master(root: Path, rng: random.Random) -> Audit:
+def kill_master(root: Path, rng: random.Random, backend: Backend = LOCAL) -> Audit:
     """``kill -9`` of the master at a random point, twice, each followed by ``--resume``."""
-    run = MasterRun(root, n_tasks=60, task="sleep 0.05")
+    run = MasterRun(root, n_tasks=60, task="sleep 0.05", backend=backend)
     run.prepare()
     run.start()
+    orphans: list[psutil.Process] = []  # remote workers outlive the master: the resumed one stops them
     try:
         for _ in range(2):
             start = run.started_tasks()
@@ -225,6 +241,9 @@ def kill_master(root: Path, rng: random.Random) -> Audit:
                 workers = run.workers_now()
                 run.proc.send_signal(signal.SIGKILL)
                 run.proc.wait()
+                if not backend.local:
+                    orphans += [w for w in workers if w not in orphans]
+                    workers = []
                 for worker in workers:  # they leave with their parent (--exit-with-parent)
                     try:
                         worker.wait(timeout=15)
@@ -232,16 +251,18 @@ def kill_master(root: Path, rng: random.Random) -> Audit:
                         worker.kill()
             run.start(resume=True)
         assert run.wait() == 0, run.output()
+        assert all(not w.is_running() or w.status() == psutil.STATUS_ZOMBIE for w in orphans), \
+            f"workers of a killed master still run after --resume: {orphans}"
     finally:
         run.kill()
     return audit(run.state)
 
 
-def pause_worker(root: Path, rng: random.Random) -> Audit:
+def pause_worker(root: Path, rng: random.Random, backend: Backend = LOCAL) -> Audit:
     """SIGSTOP of a worker past the liveness limit, then SIGCONT after the master gave up on it;
     its provisioner's release takes effect late, so the woken worker does send its stale result."""
-    run = MasterRun(root, n_tasks=30, task="sleep 0.3", provisioner="flaky",
-                    config_extra='fail_rate = 0\nrelease_delay = "5s"\n')
+    run = MasterRun(root, n_tasks=30, task="sleep 0.3", provisioner="flaky", backend=backend,
+                    config_extra='fail_rate = 0\nrelease_delay = "5s"\n' if backend.local else "")
     run.prepare()
     run.start()
     try:
@@ -252,7 +273,8 @@ def pause_worker(root: Path, rng: random.Random) -> Audit:
         wait_for(lambda: journal_machine_states(run.state).get(machine) == "gone", 60, "the master to give up")
         victim.resume()
         assert run.wait() == 0, run.output()
-        assert "before hello" in run.output(), run.output()  # the woken worker did talk, and was not heard
+        if backend.local:  # the woken worker did talk, and was not heard
+            assert "before hello" in run.output(), run.output()
     finally:
         run.kill()
     return audit(run.state)
@@ -308,6 +330,37 @@ def flaky_provisioner(root: Path, rng: random.Random) -> Audit:
         assert "injected" in run.output()
     finally:
         run.kill()
+    return audit(run.state)
+
+
+def late_acquisitions(root: Path, rng: random.Random) -> Audit:
+    """Beside a local cluster, a ``flaky`` one whose acquisitions start their machine but answer
+    past the master's timeout (``acquire_delay``): every late machine is charged from when it was
+    asked for, journaled and released, and no acquisition is left open in the journal."""
+    delay = rng.uniform(1.0, 2.5)
+    slow = ('\n[clusters.slow]\nprovisioner = "flaky"\nmax = 1\nprice = 0.01\natu = "2s"\nfail_rate = 0\n'
+            f'acquire_delay = "{delay:.2f}s"\ncall_timeout = "0.5s"\n')
+    run = MasterRun(root, n_tasks=30, task="sleep 0.2", config_extra=slow)
+    run.prepare()
+    run.start(extra=("-v",))
+    try:
+        assert run.wait(timeout=120) == 0, run.output()
+    finally:
+        run.kill()
+    assert "came after they were given up on; releasing them" in run.output(), run.output()
+    report = json.loads((run.state / "report.json").read_text())
+    late = [m for m in report["machines"] if m["cluster"] == "slow"]
+    assert late and all(m["release_reason"] == "came after its acquisition was given up on" and m["nt"] == 0
+                        and m["atus"] >= 1 for m in late), late
+    conn = sqlite3.connect(f"file:{run.state / 'journal.sqlite'}?mode=ro", uri=True)
+    try:
+        (intents,) = conn.execute("SELECT value FROM meta WHERE key = 'acquiring'").fetchone()
+    finally:
+        conn.close()
+    assert json.loads(intents) == [], intents  # no acquisition left open
+    left = [p for p in psutil.process_iter(["cmdline", "cwd"])  # local workers start where their master ran
+            if p.info["cwd"] == str(run.root) and "slow-s1-" in " ".join(p.info["cmdline"] or [])]
+    assert all(p.status() == psutil.STATUS_ZOMBIE for p in left), left  # every late machine was given back
     return audit(run.state)
 
 
@@ -373,4 +426,42 @@ SCENARIOS: dict[str, Callable[[Path, random.Random], Audit]] = {
     "network cut past liveness (TCP proxy)": cut_network,
     "provisioner failing half its calls": flaky_provisioner,
     "spot interruption notice": spot_interruption,
+    "acquisitions answering past their timeout": late_acquisitions,
 }
+
+
+WHERE = {"ssh": "workers started over ssh (a real sshd on 127.0.0.1)",
+         "sge": "workers run as jobs of a real single-node Grid Engine"}
+
+
+def on(backend: str, scenario: Callable[..., Audit], doc: str | None = None, same_port: bool = False,
+       **options: object) -> Callable[[Path, random.Random], Audit]:
+    """``scenario`` with its cluster on ``backend`` (``ssh`` or ``sge``), whose daemons
+    :func:`backends.up` starts for the run (and stops after it)."""
+    def run(root: Path, rng: random.Random) -> Audit:
+        with backends.up(backend, root, same_port) as where:
+            return scenario(root, rng, backend=where, **options)
+
+    run.__doc__ = f"{doc or scenario.__doc__} On {WHERE[backend]}."
+    return run
+
+
+ORPHANS = ("``kill -9`` of the master at a random point, twice, each followed by ``--resume``; the workers "
+           "it leaves running must be stopped by the resumed master.")
+
+# The same harm to workers on other machines. Remote workers outlive a killed master: the resumed
+# one must stop them (Provisioner.cleanup) and count each task once.
+SCENARIOS.update({
+    "kill -9 of random workers (ssh)": on("ssh", kill_workers),
+    "kill -9 of the master, then --resume (ssh)": on(
+        "ssh", kill_master, ORPHANS + " The master listens on a fixed port: those workers reconnect to the resumed "
+        "one with results it must not count.", same_port=True),
+    "SIGSTOP/SIGCONT of a worker past liveness (ssh)": on(
+        "ssh", pause_worker, "SIGSTOP of a worker past the liveness limit, then SIGCONT after the master gave up on "
+        "it and released it (SIGTERM over ssh)."),
+    "kill -9 of random workers (sge)": on("sge", kill_workers),
+    "qdel of random worker jobs (sge)": on(
+        "sge", kill_workers, "``qdel`` of a random worker's job, twice, at random points of the bag (the scheduler "
+        "kills it, as for a node failure).", kill=backends.qdel),
+    "kill -9 of the master, then --resume (sge)": on("sge", kill_master, ORPHANS),
+})

@@ -2,7 +2,9 @@
 
 Each run is audited from its journal and report: no task without its result, no result counted
 twice, the cost equal to the machines' recorded ATUs times the price, no budget overrun.
-``bench/reliability.py`` runs the same scenarios many times for ``docs/reliability.md``.
+``bench/reliability.py`` runs the same scenarios many times for ``docs/reliability.md``. The
+scenarios named ``(ssh)``/``(sge)`` start a real sshd or Grid Engine (``tests/backends.py``) and
+are skipped where it is not installed (failed under ``BATS_REQUIRE_DAEMONS=1``, as in CI).
 """
 
 from __future__ import annotations

@@ -116,14 +116,16 @@ def test_bag_runs_on_worker_jobs_and_a_killed_job_is_lost_and_rerun(tmp_path, ba
     wait_until(lambda: not worker_procs(cluster), 30, "every worker job to end")
 
 
-def direct(tmp_path: Path, backend: str, cluster: str, **options) -> BatchProvisioner:
+def direct(tmp_path: Path, backend: str, cluster: str, run_id: str = "t", session: int = 1,
+           **options) -> BatchProvisioner:
     cls = BACKENDS[backend][0]
     opts = {**{k: default for k, (_kind, default) in cls.OPTIONS.items()}, "worker": WORKER,
             "poll_interval": 0.2, **options}
     cl = ClusterConfig(name=cluster, provisioner=backend, max=4, price=0.0, atu_s=3600.0, options=opts)
     cls.preflight(cl, str(tmp_path))
     # nobody listens there: the workers keep saying hello, which is all these tests need
-    return cls(cl, Bootstrap(master_endpoint="tcp://127.0.0.1:9", run_id="t", config_dir=str(tmp_path)))
+    return cls(cl, Bootstrap(master_endpoint="tcp://127.0.0.1:9", run_id=run_id, session=session,
+                             config_dir=str(tmp_path)))
 
 
 def state_of(prov: BatchProvisioner, handle) -> MachineState:
@@ -151,6 +153,31 @@ def test_release_cancels_the_job_and_stops_the_worker(tmp_path, backend):
     finally:
         prov.release(handles)  # whatever happened above, no job is left behind
         prov.close()
+    wait_until(lambda: not worker_procs(cluster), 30, "no worker left")
+
+
+def test_cleanup_cancels_the_jobs_an_earlier_session_left_and_no_others(tmp_path, backend):
+    """Regression: worker jobs outlive a master killed -9 and hold the queue's slots; --resume (and
+    ``bats-master cleanup``) must cancel them, and only them: not another run's of the same cluster."""
+    cluster = f"{backend}{os.getpid()}clean"
+    killed = direct(tmp_path, backend, cluster)  # its master "dies": no release
+    other = direct(tmp_path, backend, cluster, run_id="another")
+    resumed = direct(tmp_path, backend, cluster, session=2)
+    left, kept = [], []
+    try:
+        left += killed.acquire(2)
+        kept += other.acquire(1)
+        assert killed.job_name(left[0]) == f"bats-t-{cluster}-s1-1"
+        found = resumed.cleanup()
+        assert found == {h.native_id: h.machine_id for h in left}
+        wait_until(lambda: all(job_gone(resumed, h.native_id) for h in left), 30, "the jobs to go")
+        assert not job_gone(resumed, kept[0].native_id)
+        assert resumed.cleanup() == {}
+    finally:
+        for prov, handles in ((other, kept), (killed, left)):
+            prov.release(handles)
+            prov.close()
+        resumed.close()
     wait_until(lambda: not worker_procs(cluster), 30, "no worker left")
 
 

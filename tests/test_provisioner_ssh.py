@@ -100,7 +100,7 @@ def test_bag_runs_on_workers_started_over_ssh_and_a_cut_connection_loses_nothing
     assert [r["id"] for r in rows] == list(range(1, 19))
     assert all(r["stdout"] == f"out-{r['id']}\n" for r in rows)
     assert set(Counter(marks.read_text().split()).values()) == {1}  # every task ran once
-    assert sorted(p.name for p in (tmp_path / "remote-logs").iterdir()) == [f"{cluster}-s1-{i}.log" for i in (1, 2, 3)]
+    assert sorted(p.name for p in (tmp_path / "remote-logs").glob("*.log")) == [f"{cluster}-s1-{i}.log" for i in (1, 2, 3)]
     wait_until(lambda: not workers_of_cluster(cluster), 15, "the workers to stop")
 
 
@@ -144,7 +144,41 @@ def test_a_host_that_stops_answering_is_lost_and_its_task_reruns_elsewhere(tmp_p
     assert f"{cluster}-s1-2" not in {r["machine"] for r in rows if ran[str(r["id"])] == 2}
 
 
-def provisioner(tmp_path: Path, hosts: list[Sshd], known: Path, cluster: str, **options) -> SshProvisioner:
+def test_cleanup_command_stops_the_workers_of_a_killed_master(tmp_path, two_hosts):
+    """``bats-master cleanup`` after a ``kill -9`` of the master: the detached workers stop (the
+    config's relative key path still found from the config's directory, not the current one)."""
+    hosts, known = two_hosts
+    cluster = f"pool{os.getpid()}k"
+    marks = tmp_path / "ran"
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("".join(f"echo {i} >> {marks}; sleep 0.5\n" for i in range(1, 31)))
+    (tmp_path / "conf").mkdir()
+    for suffix in ("", ".pub"):
+        (tmp_path / "conf" / f"id{suffix}").write_bytes(Path(f"{hosts[0].client_key}{suffix}").read_bytes())
+    (tmp_path / "conf" / "id").chmod(0o600)
+    config = pool_config(tmp_path / "conf" / "pool.toml", hosts, known, cluster, [1, 1])
+    config.write_text(config.read_text().replace(f'key = "{hosts[0].client_key}"', 'key = "id"'))
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--state-dir",
+                               str(tmp_path / "run")], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: marks.exists() and len(marks.read_text().split()) >= 2, 60, "tasks to start")
+        master.kill()
+        master.wait()
+        left = workers_of_cluster(cluster)
+        assert len(left) == 2  # detached: they outlive their master
+        out = subprocess.run([*MASTER, "cleanup", "--state-dir", str(tmp_path / "run")], capture_output=True,
+                             text=True, timeout=60, cwd="/", check=False)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith(f"cluster {cluster} (ssh): terminated 2: root@127.0.0.1:"), out.stdout
+        wait_until(lambda: not workers_of_cluster(cluster), 15, "the workers to stop")
+    finally:
+        master.kill()
+        kill_all(workers_of_cluster(cluster))
+
+
+def provisioner(tmp_path: Path, hosts: list[Sshd], known: Path, cluster: str, run_id: str = "t", session: int = 1,
+                **options) -> SshProvisioner:
     opts = {**{k: default for k, (_kind, default) in SshProvisioner.OPTIONS.items()},
             "hosts": [f"127.0.0.1:{h.port}" for h in hosts], "user": "root", "key": str(hosts[0].client_key),
             "known_hosts": str(known), "worker": WORKER, "log_dir": str(tmp_path / "logs"), "poll_interval": 0.2,
@@ -152,7 +186,8 @@ def provisioner(tmp_path: Path, hosts: list[Sshd], known: Path, cluster: str, **
     cl = ClusterConfig(name=cluster, provisioner="ssh", max=len(hosts), price=0.0, atu_s=3600.0, options=opts)
     SshProvisioner.preflight(cl, str(tmp_path))
     # nobody listens there: the workers keep saying hello, which is all this test needs
-    return SshProvisioner(cl, Bootstrap(master_endpoint="tcp://127.0.0.1:9", run_id="t", config_dir=str(tmp_path)))
+    return SshProvisioner(cl, Bootstrap(master_endpoint="tcp://127.0.0.1:9", run_id=run_id, session=session,
+                                        config_dir=str(tmp_path)))
 
 
 def test_release_really_stops_the_worker_and_status_follows(tmp_path, two_hosts):
@@ -182,6 +217,35 @@ def test_release_really_stops_the_worker_and_status_follows(tmp_path, two_hosts)
     finally:
         prov.release(handles)  # whatever happened above, no worker is left behind
         prov.close()
+    wait_until(lambda: not workers_of_cluster(cluster), 10, "no worker left")
+
+
+def test_cleanup_stops_the_workers_an_earlier_session_left_running_and_no_others(tmp_path, two_hosts):
+    """Regression: workers outlive a master killed -9 and reconnect for good; --resume (and
+    ``bats-master cleanup``) must stop them, and only them: not another run's on the same hosts."""
+    hosts, known = two_hosts
+    cluster = f"pool{os.getpid()}e"
+    killed = provisioner(tmp_path, hosts, known, cluster)  # its master "dies": no release, no close
+    other = provisioner(tmp_path, hosts, known, cluster, run_id="another")
+    resumed = provisioner(tmp_path, hosts, known, cluster, session=2)
+    try:
+        left = killed.acquire(2)
+        [kept] = other.acquire(1)
+        pids = {h.machine_id: h.data["pid"] for h in left}
+        wait_until(lambda: len(workers_of_cluster(cluster)) == 3, 15, "three workers")
+        found = resumed.cleanup()
+        assert sorted(found.values()) == [f"{cluster}-s1-1", f"{cluster}-s1-2"]
+        assert set(found) == {h.native_id for h in left}
+        wait_until(lambda: {p.pid for p in workers_of_cluster(cluster)} == {kept.data["pid"]}, 15,
+                   "the killed session's workers to stop")
+        assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                       for pid in pids.values())
+        assert resumed.cleanup() == {}  # nothing left, and nothing of the other run
+    finally:
+        for prov in (other, killed, resumed):
+            with contextlib.suppress(Exception):
+                prov.release(list(prov._held.values()))
+            prov.close()
     wait_until(lambda: not workers_of_cluster(cluster), 10, "no worker left")
 
 
