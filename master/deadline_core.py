@@ -29,7 +29,10 @@ machine: time comes in on the events, randomness from the seeded RNG.
    count below the tasks left) re-plans after twice the wait of the last time, up to the ILP's
    interval: each re-plan is one ILP, or a binary search of them when the deadline is lost, and
    re-planning every monitoring interval would cost more than it can change. Being on track again
-   resets the wait; a price change, or no machine left, re-plans at once.
+   resets the wait; a price change, or no machine left, re-plans at once. Once the deadline is
+   lost (the plan is for the earliest finish), a machine whose slot ends while it runs a task keeps
+   it until the next edge of its own ATUs: starting the task over elsewhere cannot finish sooner,
+   and a task longer than any slot (a heavy tail) would otherwise be started over forever.
 
 The budget of BaTS does not apply (``budget`` is None): the deadline plan is the commitment, its
 estimated cost is reported next to what the run really spent.
@@ -286,6 +289,20 @@ class DeadlineCore(BatsCore):
         actions.extend(self._apply_plan(now))
         actions.append(WakeAt(now + self.settings.monitor_interval_s))
         return actions
+
+    def _release_marked(self, now: float, *, idle_too: bool = False) -> list[c.Action]:
+        wake: list[c.Action] = []
+        if self.plans and not self.plans[-1]["meets_deadline"]:  # see the docstring, 3.
+            for m in self._marked.values():
+                if (m.held and m.release_reason == STOPPED_BY_PLAN and m.state is not c.MachineState.GONE
+                        and m.release_at is not None and now >= m.release_at - _EPS):
+                    margin = self.settings.release_margin_s
+                    edge = self._edge_after(m, now + margin)
+                    while edge - margin <= now + _EPS:  # that edge is now (or the margin is long): a later one
+                        edge += self.clusters[m.cluster].atu_s
+                    m.release_at = edge - margin
+                    wake.append(WakeAt(m.release_at))
+        return super()._release_marked(now, idle_too=idle_too) + wake
 
     def _on_machine_acquired(self, ev: c.MachineAcquired) -> list[c.Action]:
         """A machine the plan asked for: its slot's end is known now (per-second billing cannot wait)."""
