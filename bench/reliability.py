@@ -184,6 +184,14 @@ def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: di
          "than the budget until a price change during sampling re-reserved the ATUs at the new price at once "
          "(`master/bats_core.py`); `tests/test_sim_faults.py` keeps the minimal example as a regression test."),
         "",
+        ("Found the same way: the ssh, sge and slurm provisioners had no clean-up, so a `kill -9` of the "
+         "master left its workers and jobs running past `--resume` (the Grid Engine jobs held the queue "
+         "and the resumed run hung); machines that came after their acquisition was given up on were "
+         "released but not charged, and a master killed between a launch and its journaling left "
+         "machines nobody charged. Every acquisition's intent is now journaled before the back end is "
+         "asked, a late machine is charged from it, and `--resume`/`cleanup` charge what only the cloud's "
+         "tags still know (`master/leftovers.py`; with moto in `tests/test_ec2.py`)."),
+        "",
         "## The cost of encryption",
         "",
         f"{curve['tasks']:,} no-op tasks on 2 `noop` local workers, CurveZMQ (the default) against `--insecure`, "
