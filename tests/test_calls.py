@@ -31,6 +31,15 @@ def settle(calls: Calls, clock: Clock, steps: int = 200):
     raise AssertionError("nothing settled")
 
 
+def failing_at(clock: Clock, tries: list[float], message: str):
+    """A call that always raises ``message``, noting the clock's time of each attempt in ``tries``."""
+    def failing():
+        tries.append(clock.now)
+        raise RuntimeError(message)
+
+    return failing
+
+
 def test_success_is_reported_once_with_its_value():
     clock = Clock()
     calls = Calls(clock)
@@ -44,13 +53,8 @@ def test_success_is_reported_once_with_its_value():
 def test_failures_are_retried_with_doubling_backoff_then_reported():
     clock = Clock()
     calls = Calls(clock)
-    tries = []
-
-    def failing():
-        tries.append(clock.now)
-        raise RuntimeError("boom")
-
-    calls.submit("acquire", "a", failing, attempts=3, backoff_s=1.0)
+    tries: list[float] = []
+    calls.submit("acquire", "a", failing_at(clock, tries, "boom"), attempts=3, backoff_s=1.0)
     for _ in range(200):  # first attempt fails: a retry is due at t=1
         if calls.poll() == [] and not calls._calls[0].current:
             break
@@ -202,14 +206,9 @@ def test_unlimited_attempts_only_when_asked(attempts):
 def test_cancel_waiting_settles_retries_without_trying_again():
     clock = Clock()
     calls = Calls(clock)
-    tries = []
-
-    def failing():
-        tries.append(clock.now)
-        raise RuntimeError("no capacity")
-
+    tries: list[float] = []
     quiet = []
-    calls.submit("acquire", "a", failing, attempts=5, quiet=lambda: quiet.append(1))
+    calls.submit("acquire", "a", failing_at(clock, tries, "no capacity"), attempts=5, quiet=lambda: quiet.append(1))
     calls.submit("status", "a", lambda: {}, attempts=5)
     for _ in range(200):
         calls.poll()

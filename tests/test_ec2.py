@@ -401,21 +401,25 @@ def test_a_spot_interruption_notice_sends_the_task_elsewhere(aws, tmp_path):
     assert all(i["State"]["Name"] == "terminated" for i in instances(aws).values())
 
 
+def kill_master_once_running(aws, tmp_path: Path, args: list[str], running: int = 2, **env: str) -> None:
+    """Start the master, wait until ``running`` of its instances run, then ``kill -9`` it."""
+    master = subprocess.Popen([*MASTER, "--quiet", *args], cwd=tmp_path, env=master_env(**env),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while len([i for i in instances(aws).values() if i["State"]["Name"] == "running"]) < running:
+        assert time.monotonic() < deadline, "no instances"
+        time.sleep(0.1)
+    master.send_signal(signal.SIGKILL)
+    master.wait(timeout=10)
+
+
 def test_cleanup_terminates_what_a_killed_master_left_running(aws, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text(CONFIG + cluster("od", aws.endpoint, 2))
     bag = tmp_path / "tasks.txt"
     bag.write_text("sleep 30\n" * 4)
     with CloudPlayer(aws, tmp_path / "machines") as cloud:
-        master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config),
-                                   "--state-dir", "run"], cwd=tmp_path, env=master_env(),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while len([i for i in instances(aws).values() if i["State"]["Name"] == "running"]) < 2:
-            assert time.monotonic() < deadline, "no instances"
-            time.sleep(0.1)
-        master.send_signal(signal.SIGKILL)
-        master.wait(timeout=10)
+        kill_master_once_running(aws, tmp_path, ["--bag", str(bag), "--config", str(config), "--state-dir", "run"])
         running = {iid for iid, i in instances(aws).items() if i["State"]["Name"] == "running"}
         assert len(running) == 2
         proc = subprocess.run([*MASTER, "cleanup", "--state-dir", "run"], cwd=tmp_path, env=master_env(),
@@ -506,16 +510,8 @@ def test_instances_launched_but_never_journaled_are_charged_from_their_acquisiti
     bag = tmp_path / "tasks.txt"
     bag.write_text("sleep 0.5\n" * 4)
     with CloudPlayer(aws, tmp_path / "machines"):
-        master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config),
-                                   "--state-dir", "run", "--policy", "self"], cwd=tmp_path,
-                                  env=master_env(BATS_TEST_EC2_STALL="od:60"),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while len([i for i in instances(aws).values() if i["State"]["Name"] == "running"]) < 2:
-            assert time.monotonic() < deadline, "no instances"
-            time.sleep(0.1)
-        master.send_signal(signal.SIGKILL)
-        master.wait(timeout=10)
+        kill_master_once_running(aws, tmp_path, ["--bag", str(bag), "--config", str(config), "--state-dir", "run",
+                                                 "--policy", "self"], BATS_TEST_EC2_STALL="od:60")
         killed_at = time.time()
         with sqlite3.connect(f"file:{tmp_path / 'run' / 'journal.sqlite'}?mode=ro", uri=True) as db:
             assert db.execute("SELECT COUNT(*) FROM machines").fetchone()[0] == 0
