@@ -40,6 +40,16 @@ def failing_at(clock: Clock, tries: list[float], message: str):
     return failing
 
 
+def poll_until(calls: Calls, done) -> None:
+    """Poll (the threads finish on their own; the clock stands still) until ``done()``."""
+    for _ in range(200):
+        calls.poll()
+        if done():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError("timed out polling")
+
+
 def test_success_is_reported_once_with_its_value():
     clock = Clock()
     calls = Calls(clock)
@@ -64,11 +74,7 @@ def test_failures_are_retried_with_doubling_backoff_then_reported():
     assert calls.poll() == [] and len(tries) == 1  # not due yet
     clock.now = 1.0
     calls.poll()  # starts attempt 2
-    for _ in range(200):
-        calls.poll()
-        if calls._calls and calls._calls[0].retry_at is not None:
-            break
-        threading.Event().wait(0.01)
+    poll_until(calls, lambda: calls._calls and calls._calls[0].retry_at is not None)
     assert calls._calls[0].retry_at == 3.0  # 1.0 + 2 s
     clock.now = 3.0
     (outcome,) = settle(calls, clock)
@@ -97,11 +103,7 @@ def test_a_hung_call_times_out_and_its_late_answer_goes_to_the_late_callback():
     assert calls.busy("acquire", "a")  # the hung attempt still runs: the back end is not asked again
     assert calls.late_pending()
     release.set()
-    for _ in range(200):
-        calls.poll()
-        if late:
-            break
-        threading.Event().wait(0.01)
+    poll_until(calls, lambda: late)
     assert late == [["late-machine"]] and not calls.busy("acquire", "a")
 
 
@@ -139,11 +141,7 @@ def test_quiet_comes_once_the_call_is_settled_and_no_timed_out_attempt_can_answe
     assert outcome.ok and outcome.value == ["m3"]
     assert quiet == ["a"]  # settled, but the hung attempt may still launch machines
     release.set()
-    for _ in range(200):
-        calls.poll()
-        if late:
-            break
-        threading.Event().wait(0.01)
+    poll_until(calls, lambda: late)
     assert late == [["m2-late"]] and quiet == ["a", "b"]
 
 
@@ -158,11 +156,7 @@ def test_a_call_cut_short_by_wait_is_not_quiet_while_its_attempt_runs():
     (outcome,) = calls.wait(deadline=100.0, sleep_s=0.0)
     assert not outcome.ok and quiet == [] and calls.late_pending()
     release.set()
-    for _ in range(200):
-        calls.poll()
-        if quiet:
-            break
-        threading.Event().wait(0.01)
+    poll_until(calls, lambda: quiet)
     assert quiet == [1]
 
 
@@ -210,11 +204,7 @@ def test_cancel_waiting_settles_retries_without_trying_again():
     quiet = []
     calls.submit("acquire", "a", failing_at(clock, tries, "no capacity"), attempts=5, quiet=lambda: quiet.append(1))
     calls.submit("status", "a", lambda: {}, attempts=5)
-    for _ in range(200):
-        calls.poll()
-        if calls._calls[0].retry_at is not None:
-            break
-        threading.Event().wait(0.01)
+    poll_until(calls, lambda: calls._calls[0].retry_at is not None)
     (outcome,) = calls.cancel_waiting("acquire")
     assert not outcome.ok and "no capacity" in str(outcome.error) and quiet == [1]
     clock.now = 100.0
