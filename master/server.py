@@ -746,6 +746,7 @@ class Server:
                 break
             if self.calls.late_pending() and not self.calls.pending:
                 time.sleep(0.05)
+        self._close_intents()  # those settled without a wait above
         self._say_what_was_released()
         if not keep:
             for name, provisioner in self.provisioners.items():
