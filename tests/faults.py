@@ -29,7 +29,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from pathlib import Path
 import backends
 import psutil
 from backends import LOCAL, Backend
+from runs import wait_for
 
 MASTER = [sys.executable, "-m", "bats.master.cli"]
 PRICE = 0.01
@@ -179,16 +179,6 @@ class MasterRun:
 
     def output(self) -> str:
         return "".join(Path(name).read_text(errors="replace") for name in self.logs)
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def journal_machine_states(state_dir: Path) -> dict[str, str]:

@@ -20,6 +20,7 @@ import zmq
 import zmq.auth
 from bats.common.protocol import encode
 from runs import results as export
+from runs import wait_for
 
 MASTER = [sys.executable, "-m", "bats.master.cli"]
 
@@ -42,16 +43,6 @@ def workers_of(pid: int) -> list[psutil.Process]:
         except psutil.Error:
             pass
     return found
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def free_port() -> int:
