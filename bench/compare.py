@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/compare.py [--settings s3-4,ndb,...] [--tasks N] [--seed S] [--out FILE]
 
-How this works (issue 5, part 4). Every run is a ``bats-sim`` run (:func:`bats.master.sim.simulate`,
+How this works (issue 5, part 4). Every run is a ``bats-sim`` run (:func:`bats.master.sim.driver.simulate`,
 virtual time, the same cores as ``bats-master``) with one fixed seed, so the same code gives the
 same table. The settings are
 
@@ -27,7 +27,7 @@ On each setting the policies are
 - self-scheduling on every machine (``--policy self``, budget-oblivious) and a naive fixed pool
   (half of every cluster's ``max``, rounded up, self-scheduled);
 - offer composition (seed 002, ``--policy offers``): every cluster a pool without background load
-  that makes offers (EDF, master/offer_gen.py), ``task_runtime`` the bag's mean runtime on a
+  that makes offers (EDF, master/core/offers/generate.py), ``task_runtime`` the bag's mean runtime on a
   machine of speed 1 (each pool divides it by its speed), the deadline BaTS's Sched4 makespan.
 
 Policies without a budget show "–" under "budget respected". The reading under each table is
@@ -51,12 +51,12 @@ from pathlib import Path
 from typing import Any
 
 from bats.common.config import Config
-from bats.master.args import load_cluster_config
-from bats.master.bats_events import Choice
-from bats.master.offers_core import offers_config
-from bats.master.planner import Option, spread
-from bats.master.runtimes import parse_runtimes
-from bats.master.sim import simulate
+from bats.master.cli.args import load_cluster_config
+from bats.master.core.bats.settings import Choice
+from bats.master.core.offers.policy import offers_config
+from bats.master.core.planning.planner import Option, spread
+from bats.master.sim.runtimes import parse_runtimes
+from bats.master.sim.driver import simulate
 from sections import generated_by
 
 log = logging.getLogger("bats.bench.compare")

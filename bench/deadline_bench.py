@@ -1,4 +1,4 @@
-"""``make bench`` section 9: the deadline ILP (seed 004 §V, eqs. 18-25; ``bats.master.deadline``)
+"""``make bench`` section 9: the deadline ILP (seed 004 §V, eqs. 18-25; ``bats.master.core.deadline.ilp``)
 on a watershed-like case: 1,000 tasks, five machine types (16 free local cores and four EC2-like
 sizes, each twice as fast and twice as dear as the one before), a 1-hour deadline in 12 intervals
 of 5 minutes. Target (issue 5): at most 100 ms per plan. CPU time of this process
@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from bats.master.deadline import DeadlineCluster, cheapest_plan
+from bats.master.core.deadline.ilp import DeadlineCluster, cheapest_plan
 from sections import Section, fmt, verdict
 
 T_ILP_MS = 100.0
@@ -40,7 +40,7 @@ def bench_deadline(samples: int) -> Section:
     described = plan.describe() if plan is not None else "no plan"
     cost = fmt(plan.cost if plan is not None else None, ",.2f")
     sec.text += [
-        (f"`cheapest_plan` (`bats.master.deadline`) for {TASKS:,} tasks on five types (16 free local cores with "
+        (f"`cheapest_plan` (`bats.master.core.deadline.ilp`) for {TASKS:,} tasks on five types (16 free local cores with "
          "90-second tasks; small, medium, large, xlarge at $0.12-$0.96 per hour, each twice as fast as the one "
          "before, 20 of each, 2 minutes to boot), deadline 1 h in 12 intervals of 5 minutes. Both solves "
          "(the cheapest plan, then the earliest-finishing of equally cheap ones) are timed together."),

@@ -6,7 +6,7 @@ How this works (seed 000 "BaTS", §4 "Performance Evaluation"). The paper emulat
 32 machines each, billed per machine per ATU of 60 minutes; cluster1 costs $3 and runs a bag of
 1,000 tasks with runtimes drawn from N(15 min, σ² = 5 min²); five scenarios (§4.1) vary cluster2's
 price and speed. Our configs for them are ``deploy/examples/paper/s*-*.toml``; every run here is a
-``bats-sim`` run of the real BaTS core in virtual time (``bats.master.sim``), 1,000 tasks,
+``bats-sim`` run of the real BaTS core in virtual time (``bats.master.sim.driver``), 1,000 tasks,
 ``--runtimes normal:15m,134s``, one seed per repetition.
 
 - Table 1 (§4.2): for each scenario, the LR-based sampling phase once per seed with ``plan_only``:
@@ -49,10 +49,11 @@ from typing import Any
 
 import numpy as np
 from bats.common.config import Config
-from bats.master import bats_core as b
-from bats.master.args import load_cluster_config
-from bats.master.runtimes import parse_runtimes
-from bats.master.sim import Simulator, cluster_speed
+from bats.master import core as c
+from bats.master.core.bats import policy as b
+from bats.master.cli.args import load_cluster_config
+from bats.master.sim.runtimes import parse_runtimes
+from bats.master.sim.driver import Simulator, cluster_speed
 from sections import generated_by
 
 log = logging.getLogger("bats.bench.paper")
@@ -158,7 +159,7 @@ class _RecordingSimulator(Simulator):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.offered_at: float | None = None
-        self.offer: b.OfferOptions | None = None
+        self.offer: c.OfferOptions | None = None
         self.started_config: dict[str, int] | None = None
         self.last_dispatch = 0.0
 
@@ -166,7 +167,7 @@ class _RecordingSimulator(Simulator):
         self.last_dispatch = self.now
         super()._do_dispatch(action)
 
-    def _do_offer(self, action: b.OfferOptions) -> None:
+    def _do_offer(self, action: c.OfferOptions) -> None:
         self.offered_at, self.offer = self.now, action
         super()._do_offer(action)  # feeds ScheduleChosen at once unless plan_only
         config = getattr(self.core, "config", None)
@@ -183,7 +184,7 @@ def load_scenario(scenario: str, prefetch: int | None | str = "config") -> Confi
 
 
 def run_sim(config: Config, seed: int, choice: b.Choice) -> _RecordingSimulator:
-    """One ``bats-sim`` run of the paper's bag, built as :func:`bats.master.sim.simulate` builds it
+    """One ``bats-sim`` run of the paper's bag, built as :func:`bats.master.sim.driver.simulate` builds it
     (tests/test_paper.py checks the two give the same report)."""
     base = parse_runtimes(RUNTIMES_SPEC).sample(np.random.default_rng(seed), TASKS)
     core = b.build_core(range(1, TASKS + 1), config, random.Random(seed), choice,

@@ -91,8 +91,8 @@ def render(pairs: list[s3.FrontPair], bags: int, header: Sequence[str]) -> str:
     out += ["", ("What is compared: seed 003 (`" + SEED_FILE + "`, §4) computes the Pareto set of (makespan, cost) "
                  "pool configurations by exhaustive search (offline, 40–60 minutes on its largest mix) and "
                  "approximates it with a genetic algorithm (about 30 s). Here the exact set comes from this "
-                 "repository's planner (`bats.master.planner.Planner.pareto`, what `bats-master` offers by "
-                 "default) and the GA is seed 003's Algorithms 1–5 (`bats.master.ga`, `--planner ga`)."),
+                 "repository's planner (`bats.master.core.planning.planner.Planner.pareto`, what `bats-master` offers by "
+                 "default) and the GA is seed 003's Algorithms 1–5 (`bats.master.core.planning.ga`, `--planner ga`)."),
             "", "## Setup", "",
             ("- Six instance types (§4.1): t1.micro ($0.020/h, the tasks' drawn runtimes), m1.small (2× as fast, "
              "$0.065/h), m1.medium (6×, $0.130/h) and their spot twins at $0.003, $0.007, $0.013 per hour; hourly "
@@ -110,7 +110,7 @@ def render(pairs: list[s3.FrontPair], bags: int, header: Sequence[str]) -> str:
             ("- GA quality: hypervolume of the GA's front over the exact front's, both measured against the exact "
              "front's worst makespan and worst cost moved out by 10 % of its ranges (1.0 = nothing lost), and "
              "the largest gap: the distance from the worst-covered exact point to the nearest GA point, in "
-             "units of the exact front's ranges (`bats.master.ga.hypervolume`, `front_gap`)."),
+             "units of the exact front's ranges (`bats.master.core.planning.ga.hypervolume`, `front_gap`)."),
             "- Reproduce: `make paper` (`.venv/bin/python bench/paper_pareto.py --bags 10`).", ""]
     out += ["## Summary", ""]
     exact_s = [p.exact_s for p in pairs]

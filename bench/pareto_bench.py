@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 import seed003 as s3
-from bats.master.ga import GAParams, ga_front
-from bats.master.planner import Planner
+from bats.master.core.planning.ga import GAParams, ga_front
+from bats.master.core.planning.planner import Planner
 from sections import Section, fmt, verdict
 
 T_EXACT_MS = 200.0

@@ -11,7 +11,7 @@ result rows beyond one per task (double-counted), money spent past budget plus a
 (overrun), and whether the report's cost equals the machines' recorded ATUs times the price. A run
 that raises (the master exits non-zero, a fault did not take effect) counts as an error; a row
 whose daemons are not installed is skipped, and says so. The
-simulator rows run BaTS (``bats.master.sim`` with :class:`~bats.master.sim.SimFaults` and price
+simulator rows run BaTS (``bats.master.sim.driver`` with :class:`~bats.master.sim.driver.SimFaults` and price
 traces) on random clusters, bags and choices, and count budget overruns the same way. The cost of
 encryption is ``bench/curve_bench.py``'s measurement, made in this same run.
 """
@@ -118,7 +118,7 @@ def run_simulations(runs: int) -> list[dict]:
 
 def _random_case(rng: random.Random, kinds: tuple[str, ...], spikes: bool) -> tuple:
     """Arguments for ``check_budget``, drawn from the same ranges as the property tests' strategies."""
-    from bats.master.sim import SimFaults
+    from bats.master.sim.driver import SimFaults
     from test_bats_core import PRICES
 
     clusters = [{"max": rng.randint(1, 8), "price": rng.choice(PRICES), "atu_s": rng.choice([1.0, 60.0, 300.0, 3600.0]),
@@ -182,7 +182,7 @@ def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: di
         ("The up-front `--budget` row is the case this suite found in the BaTS policy: with an up-front "
          "budget the sampling happens inside the run, and a price rise during it made the run spend more "
          "than the budget until a price change during sampling re-reserved the ATUs at the new price at once "
-         "(`master/bats_core.py`); `tests/test_sim_faults.py` keeps the minimal example as a regression test."),
+         "(`master/core/bats/policy.py`); `tests/test_sim_faults.py` keeps the minimal example as a regression test."),
         "",
         ("Found the same way: the ssh, sge and slurm provisioners had no clean-up, so a `kill -9` of the "
          "master left its workers and jobs running past `--resume` (the Grid Engine jobs held the queue "
@@ -190,7 +190,7 @@ def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: di
          "released but not charged, and a master killed between a launch and its journaling left "
          "machines nobody charged. Every acquisition's intent is now journaled before the back end is "
          "asked, a late machine is charged from it, and `--resume`/`cleanup` charge what only the cloud's "
-         "tags still know (`master/leftovers.py`; with moto in `tests/test_ec2.py`)."),
+         "tags still know (`master/state/leftovers.py`; with moto in `tests/test_ec2.py`)."),
         "",
         "## The cost of encryption",
         "",

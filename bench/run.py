@@ -16,7 +16,7 @@
    (``deploy/examples/paper/``), N = 1,000, in-process.
 5. ``bats-sim``: wall time of 1,000 tasks on 64 machines (scenario S3-4) and of 1,000,000 tasks on
    1,000 machines (100,000 with ``--quick``), as subprocesses.
-6. BaTS monitoring tick: one ``bats.master.monitor.check(...)`` over 1,000 machines, from a
+6. BaTS monitoring tick: one ``bats.master.core.planning.monitor.check(...)`` over 1,000 machines, from a
    ``MachineTable`` (the target) and from ``MachineView`` objects (conversion included), and
    ``plan_releases(...)``, in-process.
 7. Pareto planning on seed 003's 40-60-100 mix (``bench/pareto_bench.py``): the exact front, the
@@ -636,15 +636,15 @@ def paper_clusters(name: str) -> list[Any]:
     with T_i = 15 min / the cluster's bats-sim speed."""
     from bats import provisioners
     from bats.common.config import load_config
-    from bats.master.planner import ClusterPlan
-    from bats.master.sim import cluster_speed
+    from bats.master.core.planning.planner import ClusterPlan
+    from bats.master.sim.driver import cluster_speed
 
     config = load_config(PAPER_DIR / f"{name}.toml", provisioners.options_of)
     return [ClusterPlan.from_config(cl, PAPER_MEAN_S / cluster_speed(cl)) for cl in config.clusters.values()]
 
 
 def bench_planning(samples: int) -> Section:
-    from bats.master.planner import Planner
+    from bats.master.core.planning.planner import Planner
 
     sec = Section("4. BaTS planning time")
     scenarios = {name: paper_clusters(name) for name in PAPER_SCENARIOS}
@@ -659,7 +659,7 @@ def bench_planning(samples: int) -> Section:
     t = sec.text
     t += [
         (f"For each scenario of seed 000 §4.1, `Planner(clusters, {PAPER_TASKS:,}).options()` "
-         "(`bats.master.planner`): the candidate frontier, the paper's four schedules with their rounding "
+         "(`bats.master.core.planning.planner`): the candidate frontier, the paper's four schedules with their rounding "
          "(ΔN) refinement, and the Pareto set. Clusters as in `deploy/examples/paper/SCENARIO.toml` (32 machines "
          f"each, $3 for cluster1, ATU 60 min), T1 = {PAPER_MEAN_S / 60:g} min and T2 = T1 / cluster2's speed "
          "(the true means, not sampled estimates, so the schedules need not match the paper's Table 2). "
@@ -817,7 +817,7 @@ def tick_inputs() -> dict[str, Any]:
     every 7th machine marked for release, plans of 0-4 more ATUs."""
     import random
 
-    from bats.master.monitor import Billing, MachineTable, MachineView, TailEstimates
+    from bats.master.core.planning.monitor import Billing, MachineTable, MachineView, TailEstimates
 
     rng = random.Random(TICK_SEED)
     billings = {name: Billing(TICK_ATU_S, price) for name, price in TICK_CLUSTERS}
@@ -836,8 +836,8 @@ def tick_inputs() -> dict[str, Any]:
 
 
 def bench_monitor(samples: int) -> Section:
-    from bats.master import monitor
-    from bats.master.monitor import MachineTable
+    from bats.master.core.planning import monitor as monitor
+    from bats.master.core.planning.monitor import MachineTable
 
     sec = Section("6. BaTS monitoring tick")
     inp = tick_inputs()
@@ -880,7 +880,7 @@ def bench_monitor(samples: int) -> Section:
 
     t = sec.text
     t += [
-        (f"One monitoring tick of seed 000 §3.1: `bats.master.monitor.check(machines, N_r = {TICK_N_REMAINING:,}, "
+        (f"One monitoring tick of seed 000 §3.1: `bats.master.core.planning.monitor.check(machines, N_r = {TICK_N_REMAINING:,}, "
          f"billings, TailEstimates, release_margin_s={TICK_MARGIN_S:g})` over {TICK_MACHINES:,} live machines. "
          f"Inputs (seed {TICK_SEED}, as the 1,000-machine test of `tests/test_monitor.py`): two clusters, "
          + ", ".join(f"`{name}` ${price:g}" for name, price in TICK_CLUSTERS)

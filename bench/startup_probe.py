@@ -2,7 +2,7 @@
 
     python bench/startup_probe.py BAG STATE_DIR
 
-The steps mirror ``bats.master.cli._prepare`` and the start of ``run``: load the bag, create the
+The steps mirror ``bats.master.cli.commands._prepare`` and the start of ``run``: load the bag, create the
 journal in STATE_DIR, write the bag copy ``bag.txt``, build the core and hand it ``RunStarted``.
 Prints one JSON object: the seconds those steps took (``seconds``; imports are timed apart in
 ``import_s``), the peak RSS of this process (``peak_rss_mib``, from ``getrusage``) and its RSS
@@ -32,9 +32,9 @@ def main() -> int:
     t0 = time.perf_counter()
     from bats.common import __version__
     from bats.common.config import default_config
-    from bats.master.bag import load_bag
+    from bats.master.state.bag import load_bag
     from bats.master.core import Core, RunStarted
-    from bats.master.journal import Journal
+    from bats.master.state.journal import Journal
 
     import_s = time.perf_counter() - t0
     rss_before = _current_rss_mib()

@@ -1,5 +1,5 @@
 """Background job traces: the load a shared pool's own users put on it (seed 002 §V-A ran pools
-with such traces), read for offer generation (:mod:`bats.master.offer_gen`).
+with such traces), read for offer generation (:mod:`bats.master.core.offers.generate`).
 
 A trace is a CSV file, one job per row: when it is submitted (an offset from the start of the
 run; a duration: a bare number is seconds, or ``90s``, ``15m``, ``2h``), how many slots it takes,

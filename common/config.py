@@ -47,7 +47,7 @@ class MasterConfig:
     liveness_s: float = 15.0
     boot_timeout_s: float = 600.0
     # tasks a worker holds beyond the one it runs; None ("auto"): one, or up to AUTO_PREFETCH_MAX (15)
-    # while the bag's tasks are very short (the core decides, see bats.master.core)
+    # while the bag's tasks are very short (the core decides, see bats.master.core.base)
     prefetch: int | None = None
     monitor_interval_s: float | None = None  # BaTS monitoring; None: max(5 min, shortest ATU / 12)
     release_margin_s: float | None = None  # let a machine go this long before its ATU edge; None: see below
@@ -92,7 +92,7 @@ class DeadlineConfig:
 
 @dataclass(frozen=True)
 class OffersConfig:
-    """``[policy.offers]``: seed 002's offer composition (§III-IV, master/offers_core.py)."""
+    """``[policy.offers]``: seed 002's offer composition (§III-IV, master/core/offers/policy.py)."""
 
     task_runtime_s: float | None = None  # the bag's estimated runtime per task, told to the pools
     publish_capacity: bool = False  # pools publish their total capacity: OffersWithDPLB, not PLB
@@ -452,8 +452,8 @@ def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str]
 
 
 def _read_policy(source: str, raw: Any, clusters: dict[str, ClusterConfig]) -> PolicyConfig:
-    """``[policy.adaptive]``, ``[policy.deadline]`` and ``[policy.offers]`` (master/adaptive_core.py,
-    master/deadline_core.py, master/offers_core.py)."""
+    """``[policy.adaptive]``, ``[policy.deadline]`` and ``[policy.offers]`` (master/core/adaptive/policy.py,
+    master/core/deadline/policy.py, master/core/offers/policy.py)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: [policy]: must be a table of [policy.adaptive], [policy.deadline] "
                           "and [policy.offers]")

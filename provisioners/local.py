@@ -12,7 +12,7 @@ with ``--exit-with-parent`` so a master that dies (even by ``kill -9``) leaves n
 
 Offers (``--policy offers``, seed 002): a local cluster answers as a pool of ``max`` slots would,
 by EDF over its ``background_trace`` as it stands since the provisioner started (an idle pool
-without one), the task runtime stretched by ``slowdown`` (:mod:`bats.master.offer_gen`). Only the
+without one), the task runtime stretched by ``slowdown`` (:mod:`bats.master.core.offers.generate`). Only the
 offers are emulated: the workers do not really wait for the trace's jobs.
 """
 
@@ -59,7 +59,7 @@ class LocalProvisioner(Provisioner):
         self._started = time.monotonic()  # the background trace's time 0
 
     def offers(self, tasks: int, task_runtime_s: float, deadline_s: float) -> list[tuple[int, float]] | None:
-        from bats.master.offer_gen import EdfPool, background_job, generate_offers, pool_at
+        from bats.master.core.offers.generate import EdfPool, background_job, generate_offers, pool_at
 
         cl = self.cluster
         if cl.max <= 0:

@@ -98,10 +98,10 @@ class SgeProvisioner(BatchProvisioner):
     def offers(self, tasks: int, task_runtime_s: float, deadline_s: float) -> list[tuple[int, float]] | None:
         """Seed 002 §III-A offers from the real queue: every user's jobs (``qstat -xml -r -u *``)
         and the free slots (``qstat -g c``, of the cluster's ``queue`` if it has one), by EDF
-        (:func:`bats.master.offers_sge.offers_from_qstat`). None when the queue cannot be read."""
+        (:func:`bats.provisioners.sge_offers.offers_from_qstat`). None when the queue cannot be read."""
         from datetime import datetime
 
-        from bats.master.offers_sge import (
+        from bats.provisioners.sge_offers import (
             QstatError,
             free_slots_from_gc,
             offers_from_qstat,

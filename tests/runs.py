@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-MASTER = [sys.executable, "-m", "bats.master.cli"]
+MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
 
 
 def results(state_dir: Path) -> list[dict]:

@@ -13,7 +13,7 @@ import pytest
 from runs import results
 from terminal import run_on_terminal
 
-MASTER = [sys.executable, "-m", "bats.master.cli"]
+MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
 CONFIG = """
 [master]
 heartbeat = "0.5s"

@@ -1,4 +1,4 @@
-"""bats.master.calls: provisioner calls off the dispatch path, with timeouts, retries and backoff.
+"""bats.master.server.calls: provisioner calls off the dispatch path, with timeouts, retries and backoff.
 
 A fake clock decides every timeout and backoff; threads are synchronised with events, so nothing
 here depends on how fast the machine is.
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from bats.master.calls import CallTimeout, Calls
+from bats.master.server.calls import CallTimeout, Calls
 
 
 class Clock:

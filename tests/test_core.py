@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import random
 from pathlib import Path
 
@@ -24,18 +23,6 @@ def make_core(tasks=(1, 2, 3), clusters=None, **kwargs) -> c.Core:
 def up(core: c.Core, machine: str, cluster: str = "a", now: float = 0.0) -> None:
     assert core.handle(c.MachineAcquired(now, machine, cluster)) == []
     assert core.handle(c.MachineUp(now, machine)) == []
-
-
-def test_core_imports_no_io_modules():
-    forbidden = {"zmq", "socket", "time", "subprocess", "boto3", "libcloud", "asyncio", "os", "sqlite3"}
-    tree = ast.parse((ROOT / "master" / "core.py").read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert not imported & forbidden
 
 
 def test_run_started_acquires_every_configured_machine_but_no_more_than_tasks():
@@ -295,16 +282,6 @@ def test_deeper_prefetch_lets_a_worker_hold_more_tasks():
     core.handle(c.RunStarted(0.0))
     up(core, "m1")
     assert len(core.handle(c.WorkerAsked(0.0, "m1", n=9))) == 4
-
-
-def test_importing_the_core_loads_no_io_library():
-    import subprocess
-    import sys
-
-    code = ("import sys, bats.master.core; "
-            "print(sorted(m for m in ('zmq', 'socket', 'subprocess', 'boto3', 'libcloud', 'sqlite3') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
 
 
 def test_last_tasks_are_not_prefetched_to_a_busy_worker_while_another_is_idle():

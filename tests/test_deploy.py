@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bats.master.args import load_cluster_config
+from bats.master.cli.args import load_cluster_config
 from bats.provisioners.base import Bootstrap, MachineHandle
 from bats.provisioners.cloud import DEFAULT_USER_DATA, UserData, worker_command
 

@@ -20,7 +20,7 @@ from cloud_harness import AWS_ENV, BATS_MASTER, MASTER, CloudPlayer, moto_fixtur
 from bats import provisioners
 from bats.common.config import ClusterConfig, ConfigError
 from bats.master import core as c
-from bats.master.args import load_cluster_config
+from bats.master.cli.args import load_cluster_config
 from bats.provisioners.base import Bootstrap, MachineState
 from bats.provisioners.cloud import ApiRefused, call_with_retries, worker_command
 from bats.provisioners.ec2 import Ec2Provisioner
@@ -232,10 +232,10 @@ def test_backoff_doubles_with_jitter_and_is_capped():
 def test_the_server_plans_with_the_usable_max(tmp_path, monkeypatch):
     """A provisioner's lower usable_max reaches the core the planner reads; the report keeps the config."""
     from bats.common.config import Config, MasterConfig
-    from bats.master.bag import load_bag
-    from bats.master.bats_core import Choice, build_core
-    from bats.master.journal import Journal
-    from bats.master.server import Server
+    from bats.master.state.bag import load_bag
+    from bats.master.core.bats.policy import Choice, build_core
+    from bats.master.state.journal import Journal
+    from bats.master.server.loop import Server
     from bats.provisioners.base import Provisioner
 
     class Stingy(Provisioner):
@@ -256,7 +256,7 @@ def test_the_server_plans_with_the_usable_max(tmp_path, monkeypatch):
     journal = Journal.create(tmp_path / "run", "r", {})
     server = Server(core, load_bag(tmp_path / "b.txt"), config, journal, {"a": Stingy(clusters["a"], Bootstrap("", "r"))},
                     socket=None, session=1)
-    import bats.master.server as server_module
+    import bats.master.server.loop as server_module
 
     monkeypatch.setattr(server_module, "ACQUIRE_ATTEMPTS", 1)  # the call runs off the loop: one try
     server._do_acquire(c.Acquire("a", 5))

@@ -1,4 +1,4 @@
-"""The genetic algorithm of seed 003 (bats.master.ga) against the exact planner and by hand."""
+"""The genetic algorithm of seed 003 (bats.master.core.planning.ga) against the exact planner and by hand."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 import pytest
-from bats.master import ga
-from bats.master.ga import GAParams, front_gap, ga_front, hypervolume, reference_point
-from bats.master.planner import ClusterPlan, Estimate, Planner
+from bats.master.core.planning import ga as ga
+from bats.master.core.planning.ga import GAParams, front_gap, ga_front, hypervolume, reference_point
+from bats.master.core.planning.planner import ClusterPlan, Estimate, Planner
 
 HOUR = 3600.0
 

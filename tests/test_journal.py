@@ -1,4 +1,4 @@
-"""The run journal (bats.master.journal) and the results export (bats.master.results), on real SQLite files."""
+"""The run journal (bats.master.state.journal) and the results export (bats.master.state.results), on real SQLite files."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from bats.master.journal import JOURNAL_NAME, Journal, JournalError
-from bats.master.results import export_results
+from bats.master.state.journal import JOURNAL_NAME, Journal, JournalError
+from bats.master.state.results import export_results
 
 META = {"bag": "/tmp/tasks.txt", "bag_sha256": "ab" * 32, "settings": {"budget": 12.5}, "started_at": 1.5}
 
@@ -249,7 +249,7 @@ def test_committed_results_survive_kill_9(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import os
-        from bats.master.journal import Journal
+        from bats.master.state.journal import Journal
         j = Journal.create({str(tmp_path)!r}, "crash", {{"bag": "tasks.txt"}})
         j.add_session(1.0)
         def rec(t):

@@ -1,4 +1,4 @@
-"""bats.master.leftovers: what a crashed session left running is charged in the journal (the
+"""bats.master.state.leftovers: what a crashed session left running is charged in the journal (the
 end-to-end cases, with moto's EC2, are in tests/test_ec2.py)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bats.common.config import ClusterConfig, Config, MasterConfig
-from bats.master.journal import Journal
-from bats.master.leftovers import bill_leftovers
+from bats.master.state.journal import Journal
+from bats.master.state.leftovers import bill_leftovers
 
 
 def config() -> Config:

@@ -13,7 +13,7 @@ from cloud_harness import LIBCLOUD_NAMESPACE, MASTER, CloudPlayer, moto_fixture
 from test_ec2 import instances, master_env, results, tags, user_data
 
 from bats.common.config import ClusterConfig, ConfigError
-from bats.master.args import load_cluster_config
+from bats.master.cli.args import load_cluster_config
 from bats.provisioners.base import Bootstrap, MachineState
 from bats.provisioners.cloud import ApiRefused, error_code, worker_command
 from bats.provisioners.libcloud import LibcloudProvisioner

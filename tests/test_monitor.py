@@ -1,4 +1,4 @@
-"""Monitoring the plan's execution (seed 000 §3.1) and the budget as a ceiling: bats.master.monitor.
+"""Monitoring the plan's execution (seed 000 §3.1) and the budget as a ceiling: bats.master.core.planning.monitor.
 
 Every formula is checked on hand-computed machines (the arithmetic is in the comments), then the
 numpy path of check()/plan_releases() against the per-machine reference, then properties.
@@ -10,9 +10,9 @@ import math
 import random
 
 import pytest
-from bats.master import monitor as mon
-from bats.master.estimate import RuntimeEstimate
-from bats.master.monitor import Billing, MachineTable, MachineView, TailEstimates
+from bats.master.core.planning import monitor as mon
+from bats.master.core.planning.estimate import RuntimeEstimate
+from bats.master.core.planning.monitor import Billing, MachineTable, MachineView, TailEstimates
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

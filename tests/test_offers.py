@@ -1,10 +1,10 @@
-"""Seed 002's offer composition (master/offers.py): Table I exactly, and every policy on random
+"""Seed 002's offer composition (master/core/offers/compose.py): Table I exactly, and every policy on random
 offers assigns the whole bag, never more than an offer holds."""
 
 from __future__ import annotations
 
 import pytest
-from bats.master.offers import Offer, compose, offers_no_lb, offers_with_dplb, offers_with_plb
+from bats.master.core.offers.compose import Offer, compose, offers_no_lb, offers_with_dplb, offers_with_plb
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""master/offers_sge.py: an SGE queue's offers (seed 002 §III-A) from recorded ``qstat`` output."""
+"""provisioners/sge_offers.py: an SGE queue's offers (seed 002 §III-A) from recorded ``qstat`` output."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from bats.master.offers import Offer
-from bats.master.offers_sge import (
+from bats.master.core.offers.compose import Offer
+from bats.provisioners.sge_offers import (
     QstatError,
     array_count,
     free_slots_from_gc,

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-MASTER = [sys.executable, "-m", "bats.master.cli"]
+MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
 CONFIG = """
 [master]
 heartbeat = "0.5s"

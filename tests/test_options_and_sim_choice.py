@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from bats.master.options_table import format_options, profitability
-from bats.master.planner import Option
-from bats.master.sim import main
+from bats.master.views.options_table import format_options, profitability
+from bats.master.core.planning.planner import Option
+from bats.master.sim.driver import main
 
 PAPER = "deploy/examples/paper/s3-4.toml"
 RUN = ["--config", PAPER, "--tasks", "1000", "--runtimes", "normal:15m,134s", "--seed", "1"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from bats.master.runtimes import parse_runtimes
-from bats.master.sim import simulate
+from bats.master.sim.runtimes import parse_runtimes
+from bats.master.sim.driver import simulate
 from bench_scripts import load_bench_script
 
 
@@ -36,7 +36,7 @@ def test_one_scenario_one_seed_has_both_tables_and_no_overspend(paper, tmp_path)
 
 
 def test_recording_runner_matches_simulate(paper):
-    """run_sim builds the simulation as bats.master.sim.simulate does: same report."""
+    """run_sim builds the simulation as bats.master.sim.driver.simulate does: same report."""
     config = paper.load_scenario("s3-4")
     choice = paper.b.Choice(policy="bats", schedule="fastest", cushion=True)
     ours = paper.run_sim(config, 2, choice).report()

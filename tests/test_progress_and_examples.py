@@ -8,11 +8,11 @@ from pathlib import Path
 
 from bats import provisioners
 from bats.common.config import load_config
-from bats.master.bag import load_bag
+from bats.master.state.bag import load_bag
 from terminal import run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[1]
-MASTER = [sys.executable, "-m", "bats.master.cli"]
+MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
 
 
 def test_without_a_terminal_progress_is_a_log_line_every_few_seconds(tmp_path):

@@ -21,11 +21,11 @@ import pytest
 import zmq
 
 from bats.common.protocol import MASTER_TYPES, decode_all, encode
-from bats.master import security
+from bats.master.server import security
 from bats.provisioners.base import Bootstrap, MachineHandle, Provisioner
 from bats.worker.main import build_parser
 
-MASTER = [sys.executable, "-m", "bats.master.cli"]
+MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
 sys.path.insert(0, str(Path(__file__).parent))
 from test_e2e import export, free_port, wait_for, workers_of, write_bag  # noqa: E402
 

@@ -16,8 +16,8 @@ from bats.common.config import (
     load_config,
 )
 from bats.master.core import Core, TaskFinished, atus_begun
-from bats.master.runtimes import MDB_RANGE_MIN, RuntimeSpecError, parse_runtimes
-from bats.master.sim import Simulator, cluster_speed, main, simulate
+from bats.master.sim.runtimes import MDB_RANGE_MIN, RuntimeSpecError, parse_runtimes
+from bats.master.sim.driver import Simulator, cluster_speed, main, simulate
 from bats.provisioners import options_of
 from hypothesis import given, settings
 from hypothesis import strategies as st

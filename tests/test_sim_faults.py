@@ -1,7 +1,7 @@
 """BaTS under failure, in the simulator: machines lost mid-run, machines that never boot and price
 spikes. Whatever happens, the money spent never exceeds the budget plus the accepted cushion,
 and every task is counted at most once (the BaTS properties of ``tests/test_bats_core.py``, with
-:class:`bats.master.sim.SimFaults` and price traces added).
+:class:`bats.master.sim.driver.SimFaults` and price traces added).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bats.common.prices import PriceTrace
-from bats.master.runtimes import parse_runtimes
-from bats.master.sim import SimFaults, simulate
+from bats.master.sim.runtimes import parse_runtimes
+from bats.master.sim.driver import SimFaults, simulate
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_bats_core import choice_strategy, cluster_strategy, sim_config, spec_strategy  # noqa: E402
 
-from bats.master.bats_core import Choice  # noqa: E402
+from bats.master.core.bats.policy import Choice  # noqa: E402
 
 
 def choose(cfg, tasks: int, spec: str, seed: int, how: tuple, faults: SimFaults):

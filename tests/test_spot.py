@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from bats import provisioners
 from bats.common.config import ConfigError, load_config
-from bats.master.bats_core import Choice
-from bats.master.core import _charged
-from bats.master.runtimes import parse_runtimes
-from bats.master.sim import simulate
+from bats.master.core.bats.policy import Choice
+from bats.master.core import charged as _charged
+from bats.master.sim.runtimes import parse_runtimes
+from bats.master.sim.driver import simulate
 
 CONFIG = """
 [clusters.od]

@@ -1,0 +1,171 @@
+"""How ``bats-master`` answers the core's :class:`~bats.master.core.bats.policy.OfferOptions`: from the
+command-line flags, or by asking the operator on the terminal. Part of the command-line layer
+(it prints the options table and the prompt).
+
+The server calls :meth:`Chooser.offer` once, when the sampling phase ends, and then
+:meth:`Chooser.poll` on every housekeeping tick until it returns an answer: workers keep being
+served while the operator reads the table, so no machine is declared lost and the sampling
+machines keep working through the ATU already paid for. The terminal is read by a daemon thread
+(``input()`` blocks), one line at a time, handed over through a queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from bats.master.core.actions import OfferOptions
+from bats.master.core.bats.policy import BatsCore, Choice
+from bats.master.core.planning.planner import Option, spread
+from bats.master.views.options_table import core_profitability, format_options
+
+log = logging.getLogger(__name__)
+
+PROMPT = "choose an option: an id, cheapest, fastest, or a budget such as $25 (q to stop): "
+
+
+@dataclass(frozen=True)
+class Chosen:
+    option: Option
+    cushion_accepted: bool
+
+
+@dataclass(frozen=True)
+class StopRun:
+    reason: str
+
+
+Answer = Chosen | StopRun
+
+
+class Chooser:
+    """Answers from the flags (``--schedule``, ``--cushion``, ``--plan-only``)."""
+
+    def __init__(self, choice: Choice, out: TextIO | None = None) -> None:
+        self.choice = choice
+        self.out = out if out is not None else sys.stdout
+        self._answer: Answer | None = None
+        self.before_show: Callable[[], None] | None = None  # e.g. stop a live progress bar
+        self.plot_path: str | None = None  # --plot FILE.png: the options drawn there when offered
+        self.text_plot = self.out.isatty() if hasattr(self.out, "isatty") else False  # beside the table
+        self.chosen_at: float | None = None  # when an option was chosen (the execution starts then)
+
+    def offer(self, core: BatsCore, offer: OfferOptions) -> None:
+        self.show(offer, core)
+        if self.choice.plan_only:
+            self._answer = StopRun("stopped after the options (--plan-only)")
+        elif self.choice.schedule is not None:
+            try:
+                option = core.choose(self.choice.schedule)
+            except ValueError as exc:
+                self._answer = StopRun(f"--schedule {self.choice.schedule}: {exc}")
+                return
+            self._answer = Chosen(option, self.choice.cushion)
+
+    def show(self, offer: OfferOptions, core: BatsCore | None = None) -> None:
+        if self.before_show is not None:
+            self.before_show()
+        shown = list(offer.options) if self.choice.all_options else spread(offer.options)
+        profit = core_profitability(core) if core is not None else None
+        text = format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown),
+                              profit=profit)
+        if self.text_plot:
+            from bats.master.views.plots import text_plot
+
+            text += "\n\n" + text_plot(offer.options)
+        if self.plot_path:
+            # drawn beside the loop (matplotlib takes a second to load): workers keep being served
+            text += f"\nthe options are drawn in {self.plot_path}"
+            threading.Thread(target=self._write_plot, args=(self.plot_path, offer), name="bats-plot",
+                             daemon=True).start()
+        print(text, file=self.out, flush=True)
+
+    @staticmethod
+    def _write_plot(path: str, offer: OfferOptions) -> None:
+        from bats.master.views.plots import write_options_png
+
+        try:
+            write_options_png(path, offer.options, tasks=offer.tasks)
+        except OSError as exc:
+            log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
+
+    def poll(self, core: BatsCore) -> Answer | None:
+        answer, self._answer = self._answer, None
+        return self._chosen(answer)
+
+    def _chosen(self, answer: Answer | None) -> Answer | None:
+        if isinstance(answer, Chosen):
+            self.chosen_at = time.time()
+        return answer
+
+
+class TerminalChooser(Chooser):
+    """Asks on the terminal when the flags did not decide; asks about the cushion too when the
+    chosen option has one and ``--cushion`` was not given."""
+
+    def __init__(self, choice: Choice, cushion_given: bool, out: TextIO | None = None,
+                 read_line=None) -> None:
+        super().__init__(choice, out)
+        self.cushion_given = cushion_given
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._read_line = read_line or sys.stdin.readline
+        self._pending: Option | None = None  # chosen, waiting for the cushion answer
+        self.asking = False
+
+    def offer(self, core: BatsCore, offer: OfferOptions) -> None:
+        """Show the options and ask; an offer while asking (the options were re-planned at new
+        spot prices) shows the new table and asks again on the same reader."""
+        again = self.asking
+        super().offer(core, offer)
+        if self._answer is None:
+            if again:
+                print(PROMPT if self._pending is None else "", end="", file=self.out, flush=True)
+            else:
+                self._ask(PROMPT)
+
+    def _ask(self, prompt: str) -> None:
+        print(prompt, end="", file=self.out, flush=True)
+        self.asking = True
+        threading.Thread(target=self._read, name="bats-prompt", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            line = self._read_line()
+        except (OSError, ValueError):
+            line = ""
+        self._lines.put(line if line else None)  # None: end of input
+
+    def poll(self, core: BatsCore) -> Answer | None:
+        if self._answer is not None:
+            return super().poll(core)
+        try:
+            line = self._lines.get_nowait()
+        except queue.Empty:
+            return None
+        self.asking = False
+        if line is None:
+            return StopRun("no choice made (end of input)")
+        text = line.strip()
+        if self._pending is not None:
+            option, self._pending = self._pending, None
+            return self._chosen(Chosen(option, text.lower() in ("y", "yes")))
+        if text.lower() in ("q", "quit", "stop"):
+            return StopRun("stopped at the options by the operator")
+        try:
+            option = core.choose(text)
+        except ValueError as exc:
+            print(f"  {exc}", file=self.out, flush=True)
+            self._ask(PROMPT)
+            return None
+        if option.cushion > 0 and not self.cushion_given:
+            self._pending = option
+            self._ask(f"option {option.id} may need a cushion of {option.cushion:.2f} beyond its budget of "
+                      f"{option.budget:.2f} for the last tasks; allow it? [y/N] ")
+            return None
+        return self._chosen(Chosen(option, self.choice.cushion))

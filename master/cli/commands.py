@@ -1,0 +1,635 @@
+"""``bats-master``: the command line. The only place that prints.
+
+    bats-master --bag FILE [--config FILE] [--state-dir DIR] [--retries N] [--task-timeout DUR] …
+    bats-master --resume [--state-dir DIR]
+    bats-master results [--state-dir DIR] [--failed] [--format jsonl|csv]
+    bats-master status [--state-dir DIR] [--json]
+    bats-master report [--state-dir DIR] [--html FILE]
+    bats-master cleanup [--state-dir DIR]
+
+Exit codes: 0 every task succeeded; 1 some task failed or did not run; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bats.common import __version__
+from bats.common.config import Config, ConfigError
+from bats.master.state.bag import BagError, load_bag
+
+from .args import (
+    CHOICE_FLAGS,
+    OneLineArgumentParser,
+    UsageError,
+    add_choice_flags,
+    check_plot_path,
+    choice_from_args,
+    duration_arg,
+    load_cluster_config,
+)
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULT_STATE_DIR = "bats-run"
+log = logging.getLogger("bats.master")
+
+
+
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(
+        prog="bats-master",
+        description="Run a bag of shell tasks (one per line) on local or rented machines.",
+        epilog="Other commands: 'bats-master results --help', 'bats-master status --help', "
+               "'bats-master report --help', 'bats-master cleanup --help'.",
+    )
+    p.add_argument("--bag", metavar="FILE", help="the bag: one shell command per line")
+    p.add_argument("--config", metavar="FILE", help="clusters config (TOML); default: local workers, one per core")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR,
+                   help=f"where the journal, outputs and report live (default ./{DEFAULT_STATE_DIR})")
+    p.add_argument("--resume", action="store_true", help="continue the run in --state-dir without re-running finished tasks")
+    p.add_argument("--retries", type=int, metavar="N", help="re-run a failed task up to N times on another machine (default 0)")
+    p.add_argument("--task-timeout", type=duration_arg, metavar="DURATION",
+                   help="kill a task after this long and count it failed (e.g. 90s, 10m)")
+    p.add_argument("--report", metavar="FILE", help="where to write report.json (default STATE_DIR/report.json)")
+    p.add_argument("--workers", type=int, metavar="N", help="with no --config: local workers to start (default: one per core)")
+    p.add_argument("--seed", type=int, help="seed for the random task order (default: random, recorded in the journal)")
+    p.add_argument("--insecure", action="store_true",
+                   help="plain TCP without CurveZMQ encryption; only for a loopback [master] listen address")
+    p.add_argument("--keep-machines", action="store_true",
+                   help="on Ctrl-C/SIGTERM leave the machines running instead of releasing them (they keep costing)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.add_argument("--version", action="version", version=f"bats {__version__}")
+    p.add_argument("--dashboard", type=int, metavar="PORT",
+                   help="serve a read-only page with the live figures on http://127.0.0.1:PORT/ (0: a free port)")
+    add_choice_flags(p)
+    return p
+
+
+def _results_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master results", description="Export task results from a run's journal.")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    p.add_argument("--failed", action="store_true", help="only tasks that failed")
+    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    return p
+
+
+def _status_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master status",
+                              description="Show the live figures of the run going on in a state dir.")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    p.add_argument("--json", action="store_true", help="the figures as JSON (the dashboard's)")
+    return p
+
+
+def _report_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master report",
+                              description="Show a finished run's summary; --html writes a page with its plots.")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML page (figures inlined) here")
+    return p
+
+
+def _cleanup_parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(prog="bats-master cleanup",
+                              description="Terminate what a run left running: cloud machines (found by their tags), "
+                                          "ssh workers and sge/slurm jobs (found by the run id).")
+    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
+    return p
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="bats-master: %(levelname)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("bats.progress").setLevel(logging.WARNING if quiet else logging.INFO)
+
+
+
+def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
+    """Run settings: stored ones on --resume, overridden by flags given now."""
+    settings = dict(stored or {"retries": 0, "task_timeout_s": None, "seed": secrets.randbits(32),
+                               "workers": None, "choice": None})
+    if args.retries is not None:
+        if args.retries < 0:
+            raise UsageError("--retries: must be 0 or more")
+        settings["retries"] = args.retries
+    if args.task_timeout is not None:
+        settings["task_timeout_s"] = args.task_timeout or None
+    if args.seed is not None:
+        settings["seed"] = args.seed
+    if args.workers is not None:
+        settings["workers"] = args.workers
+    return settings
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+NO_CHOICE = f"no terminal to choose an option on: {CHOICE_FLAGS}"
+
+
+def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: bool) -> dict:
+    """The BaTS choice from the flags (or, on --resume without choice flags, the stored one),
+    checked before anything is started: no terminal and no choice is bad input."""
+    given = any([args.policy != "auto", args.schedule, args.budget is not None, args.cushion is not None,
+                 args.plan_only, args.no_sampling, args.planner != "exact", args.all_options,
+                 args.deadline is not None])
+    if resuming and not given and settings.get("choice"):
+        return settings["choice"]
+    choice = choice_from_args(args, config)
+    check_plot_path(args.plot)
+    if not choice.decided and not _interactive():
+        raise UsageError(NO_CHOICE)
+    return {"policy": choice.policy, "schedule": choice.schedule, "budget": choice.budget,
+            "cushion": choice.cushion, "cushion_given": args.cushion is not None, "plan_only": choice.plan_only,
+            "planner": choice.planner, "all_options": choice.all_options, "deadline": choice.deadline}
+
+
+def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
+    """Open or create the run: returns (journal, bag, config, settings, bind(config)).
+
+    On a new run everything is checked and ``bind`` (the master's socket) is called before anything
+    is written to the state dir, so bad input never leaves a half-started run behind."""
+    from bats.master.state.journal import Journal
+
+    state_dir = Path(args.state_dir)
+    bag_copy = state_dir / "bag.txt"
+    config_copy = state_dir / "config.toml"
+    if args.resume:
+        journal = Journal.open(state_dir)
+        try:
+            settings = _settings(args, journal.meta.get("settings"))
+            bag = load_bag(bag_copy)
+            if args.bag is not None and load_bag(args.bag).sha256 != bag.sha256:
+                raise UsageError(f"{args.bag}: differs from the bag of the run in {state_dir}; "
+                                 "resume without --bag, or start a new run with another --state-dir")
+            if args.config is not None:
+                raise UsageError("--config cannot change on --resume; the run keeps the config it started with")
+            if config_copy.exists():
+                config = load_cluster_config(str(config_copy), args.workers)
+            else:
+                config = load_cluster_config(None, settings.get("workers"))
+            _check_installed(config)
+            settings["choice"] = _choice(args, config, settings, resuming=True)
+            _preflight(config, _config_dir(journal.meta, config))
+            journal.set_meta("settings", settings)
+            bound = bind(config, _run_keys(args, state_dir, config))
+        except BaseException:
+            journal.close()
+            raise
+        return journal, bag, config, settings, bound
+    if not args.bag:
+        raise UsageError("--bag FILE is required (or --resume to continue a run)")
+    bag = load_bag(args.bag)
+    settings = _settings(args)
+    config = load_cluster_config(args.config, args.workers)
+    _check_installed(config)
+    settings["choice"] = _choice(args, config, settings, resuming=False)
+    _preflight(config, _config_dir({"config_path": args.config}, config))
+    if (state_dir / "journal.sqlite").exists():
+        raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
+                         "or choose another --state-dir")
+    if state_dir.exists() and not state_dir.is_dir():
+        raise UsageError(f"{state_dir}: cannot use as --state-dir: a file is in the way")
+    keys = _run_keys(args, None, config)
+    bound = bind(config, keys)
+    meta = {"bag_path": os.path.abspath(args.bag), "bag_sha256": bag.sha256, "tasks": len(bag),
+            "config_path": os.path.abspath(args.config) if args.config else None,
+            "settings": settings, "started_at": time.time(), "version": __version__}
+    # The copies go first: once the journal exists, --resume relies on them.
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        bag_copy.write_bytes(b"\n".join(bag.lines) + b"\n")
+        if args.config:
+            shutil.copyfile(args.config, config_copy)
+        else:  # left by an earlier start that failed; --resume would take it for this run's config
+            config_copy.unlink(missing_ok=True)
+        if keys is not None:
+            _replace_keys(state_dir, keys)
+    except OSError as exc:
+        raise UsageError(f"{state_dir}: cannot write the state dir: {exc.strerror or exc}") from None
+    journal = Journal.create(state_dir, secrets.token_hex(8), meta)
+    return journal, bag, config, settings, bound
+
+
+def _check_installed(config: Config) -> None:
+    from bats import provisioners
+
+    try:
+        provisioners.check_installed([cl.provisioner for cl in config.clusters.values()])
+    except KeyError as exc:
+        raise UsageError(f"{config.source}: {exc.args[0]}") from None
+
+
+def _config_dir(meta: dict, config: Config) -> str:
+    """Where relative paths of the config (an ssh hosts_file, a key) start: the directory of the
+    config as the operator gave it, also on --resume (which reads the state dir's copy)."""
+    original = meta.get("config_path") or config.source
+    return os.path.dirname(os.path.abspath(original)) if original else os.getcwd()
+
+
+def _preflight(config: Config, config_dir: str) -> None:
+    """Each cluster's provisioner checks it can work here (its commands on PATH, its files read),
+    before anything is started or written: a problem is bad input naming the file, table and key."""
+    from bats import provisioners
+    from bats.provisioners.base import ProvisionerConfigError
+
+    for name, cluster in config.clusters.items():
+        try:
+            provisioners.load(cluster.provisioner).preflight(cluster, config_dir)
+        except ProvisionerConfigError as exc:
+            raise UsageError(f"{config.source}: [clusters.{name}] {exc}") from None
+
+
+def _endpoints(config: Config) -> tuple[str, str | None]:
+    listen = config.master.listen
+    if listen is None:
+        listen = "tcp://127.0.0.1:*" if config.all_local else "tcp://0.0.0.0:*"
+    return listen, config.master.advertise
+
+
+def _run_keys(args: argparse.Namespace, state_dir: Path | None, config: Config):
+    """The run's CurveZMQ keys: new for a new run (``state_dir`` None), the stored ones on --resume
+    (made now for a run started without them); None with ``--insecure``, which only loopback allows."""
+    from bats.master.server import security
+    listen, _advertise = _endpoints(config)
+    if args.insecure:
+        if not security.is_loopback(listen):
+            raise UsageError(f"--insecure: only for a loopback listen address, not {listen} "
+                             "(machines elsewhere must connect with CurveZMQ)")
+        log.warning("--insecure: connections to %s are NOT encrypted or authenticated by key; "
+                    "use it only for testing on this machine", listen)
+        return None
+    if state_dir is not None and (state_dir / security.SECRET_FILE).exists():
+        return security.load_keys(state_dir)
+    keys = security.new_keys()
+    if state_dir is not None:
+        security.save_keys(state_dir, keys)
+    return keys
+
+
+def _replace_keys(state_dir: Path, keys) -> None:
+    """Write a new run's keys (over any left by an earlier start that failed before its journal)."""
+    from bats.master.server import security
+    (state_dir / security.SECRET_FILE).unlink(missing_ok=True)
+    security.save_keys(state_dir, keys)
+
+
+def _bind(config: Config, keys):
+    import zmq
+    from bats.master.server.loop import bind_router
+
+    listen, _advertise = _endpoints(config)
+    try:
+        return (*bind_router(listen, keys), keys)
+    except zmq.ZMQError as exc:
+        raise UsageError(f"{config.source}: [master] listen: cannot bind {listen}: {exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    dashboard = _dashboard(args.dashboard)  # first: a port in use is bad input before the run starts
+    journal, bag, config, settings, (_context, sock, bound, auth, keys) = _prepare(args, _bind)
+    # imported only now, so that bad input is reported without loading the runtime
+    from bats import provisioners
+    from bats.master.core.bats.policy import build_core
+    from bats.master.server.loop import Server
+    from bats.master.views.live import LiveView, Watch
+    from bats.master.views.report import build_report, summary, write_report
+    from bats.provisioners.base import Bootstrap, ProvisionerError
+
+    from .choosing import Chooser, TerminalChooser
+
+    try:
+        finished = journal.finished_tasks()
+        _listen, advertise = _endpoints(config)
+        if advertise is None:
+            advertise = bound.replace("0.0.0.0", _host_address())
+        session = journal.add_session(time.time())
+        bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
+                              heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"),
+                              state_dir=args.state_dir, config_dir=_config_dir(journal.meta, config),
+                              server_key=keys.public_text if keys is not None else None)
+        try:
+            plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
+        except (ProvisionerError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+        if session > 1:
+            _terminate_leftovers(journal, config, plugins, session)
+        choice = _resumed_choice(journal, settings["choice"], session)
+        core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice,
+                          retries=settings["retries"], boot_timeout_s=config.master.boot_timeout_s,
+                          finished=finished, max_held=config.master.worker_capacity,
+                          adaptive_prefetch=config.master.prefetch is None)
+        if finished:
+            log.warning(
+                "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
+                len(finished), len(bag))
+        view = None if args.quiet else LiveView(log_every_s=_log_every(core))
+        earlier_spent = sum(row["cost"] for row in journal.machines() if row["session"] < session)
+        watch = Watch(time.time(), core.done + core.failed, view, _control(args.state_dir, journal.run_id),
+                      earlier_spent)
+        if dashboard is not None:
+            dashboard.figures = watch.current
+        chooser = None
+        if choice.policy == "bats":
+            chooser = (TerminalChooser(choice, settings["choice"].get("cushion_given", False))
+                       if not choice.decided else Chooser(choice))
+            if view is not None:
+                chooser.before_show = view.pause  # the table and prompt replace the live view
+            chooser.plot_path = args.plot
+        server = Server(core, bag, config, journal, plugins, sock, session,
+                        task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser,
+                        secure=keys is not None, keep_machines=args.keep_machines)
+        try:
+            finish = server.run()
+            watch.finish(server)
+        finally:
+            watch.close()
+            if dashboard is not None:
+                dashboard.close()
+            sock.close(linger=0)
+            if auth is not None:
+                auth.stop()
+        report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
+        _redraw_plot(args.plot, core)
+        if server.plan_s is not None:
+            report["timings"] = {"plan_s": server.plan_s}
+        report_path = args.report or str(Path(args.state_dir) / "report.json")
+        try:
+            write_report(report, report_path)
+        except OSError as exc:
+            log.error("cannot write the report %s: %s", report_path, exc.strerror or exc)
+            report_path = "(not written)"
+    finally:
+        saved = _close_journal(journal)
+    print(summary(report, report_path))
+    planned_only = choice.plan_only and (getattr(core, "options", None) or getattr(core, "plan", None))
+    return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
+
+
+def _resumed_choice(journal, stored: dict, session: int):
+    """The choice for this session. A run resumed after its plan was chosen goes on with that
+    plan's budget, less what earlier sessions spent on it: implicit sampling, no new options."""
+    from bats.master.core.bats.policy import Choice
+
+    choice = Choice(policy=stored["policy"], schedule=stored.get("schedule"), budget=stored.get("budget"),
+                    cushion=stored.get("cushion", False), plan_only=stored.get("plan_only", False),
+                    planner=stored.get("planner", "exact"), all_options=stored.get("all_options", False),
+                    deadline=stored.get("deadline"))
+    if session <= 1 or choice.policy != "bats":
+        return choice
+    plan = journal.meta.get("plan")
+    since = plan["session"] if plan else 1  # a plan's budget counts from the session that chose it
+    earlier = sum(row["cost"] for row in journal.machines() if since <= row["session"] < session)
+    if plan:  # the budget paid everything but the sampling phase of a plan chosen after it
+        paid = earlier - (0.0 if plan["implicit"] else plan.get("sampling_cost") or 0.0)
+        total = plan["budget"] + plan["cushion"]
+    elif choice.budget is not None:
+        paid, total = earlier, choice.budget
+    else:
+        return choice  # stopped before a plan was chosen: sample and offer again
+    left = total - paid
+    log.warning("resuming within the run's budget: %.2f left of %.2f", max(0.0, left), total)
+    return Choice(policy="bats", budget=max(left, 1e-9), cushion=False)
+
+
+def _dashboard(port: int | None):
+    if port is None:
+        return None
+    from bats.master.views.dashboard import Dashboard
+
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--dashboard {port}: not a port number (0 to 65535; 0 picks a free one)")
+    try:
+        dashboard = Dashboard(port, lambda: None)
+    except OSError as exc:
+        raise UsageError(f"--dashboard {port}: cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    print(f"bats-master: dashboard on {dashboard.url}", file=sys.stderr, flush=True)
+    return dashboard
+
+
+def _log_every(core) -> float:
+    """Without a terminal: one progress line per BaTS monitoring interval (every few seconds
+    when there is no budget to monitor)."""
+    from bats.master.views.live import LOG_EVERY_S
+
+    settings = getattr(core, "settings", None)
+    return getattr(settings, "monitor_interval_s", None) or LOG_EVERY_S
+
+
+def _control(state_dir: str, run_id: str):
+    """The socket ``bats-master status`` asks; a run goes on without it if it cannot be made."""
+    import zmq
+    from bats.master.views.status import ControlServer
+
+    try:
+        return ControlServer(state_dir, run_id)
+    except (zmq.ZMQError, OSError) as exc:
+        log.warning("'bats-master status' will not answer for this run: %s", exc)
+        return None
+
+
+def _redraw_plot(path: str | None, core) -> None:
+    """``--plot``: once the run is over, draw the options again with the chosen one circled."""
+    options, selected = getattr(core, "options", None), getattr(core, "selected", None)
+    if not path or not options or selected is None:
+        return
+    from bats.master.views.plots import write_options_png
+
+    try:
+        write_options_png(path, options, chosen=selected.id, tasks=core.tasks_at_plan)
+    except OSError as exc:
+        log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
+def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -> None:
+    """A resumed run first terminates the machines earlier sessions left running (a master that
+    crashed could not) and charges them in the journal (:mod:`bats.master.state.leftovers`)."""
+    from bats.master.state.leftovers import bill_leftovers
+
+    found_by_cluster = {}
+    for name, plugin in plugins.items():
+        try:
+            found = plugin.cleanup()
+        except Exception as exc:
+            log.error("cluster %s: looking for machines left running failed: %s; "
+                      "run 'bats-master cleanup' once it answers", name, exc)
+            continue
+        if found:
+            log.warning("cluster %s: terminated %d machine(s) an earlier session left running: %s",
+                        name, len(found), ", ".join(sorted(found)))
+        found_by_cluster[name] = found
+    bill_leftovers(journal, config, found_by_cluster, time.time(), session)
+
+
+def cleanup(argv: Sequence[str]) -> int:
+    """``bats-master cleanup``: terminate what the run in --state-dir left running (cloud machines,
+    ssh workers, batch jobs), and charge it in the journal."""
+    from bats.master.state.journal import Journal
+    from bats.master.state.leftovers import bill_leftovers
+    from bats.provisioners.base import Bootstrap
+
+    args = _cleanup_parser().parse_args(argv)
+    state_dir = Path(args.state_dir)
+    config_copy = state_dir / "config.toml"
+    with Journal.open(state_dir) as journal:
+        if not config_copy.exists():
+            print(f"run {journal.run_id} used local workers only: nothing to clean up")
+            return EXIT_OK
+        config = load_cluster_config(str(config_copy), None)
+        _check_installed(config)
+        # relative paths in the config (an ssh key, a hosts file) start where the run's config was
+        bootstrap = Bootstrap(master_endpoint="", run_id=journal.run_id, session=0,
+                              config_dir=_config_dir(journal.meta, config))
+        status, found = _clean_clusters(config, bootstrap)
+        added = bill_leftovers(journal, config, found, time.time(), journal.sessions()[-1][0] + 1)
+    if added:
+        print(f"charged {added:.4f} more to the run for the time those machines were left running")
+    return status
+
+
+def _clean_clusters(config: Config, bootstrap) -> tuple[int, dict[str, dict[str, str]]]:
+    """``cleanup`` of every cluster, saying what each terminated; (exit status, found per cluster)."""
+    from bats import provisioners
+    from bats.provisioners.base import ProvisionerError
+
+    status = EXIT_OK
+    found_by_cluster = {}
+    for name, cl in config.clusters.items():
+        try:
+            plugin = provisioners.load(cl.provisioner)(cl, bootstrap)
+            try:
+                found = plugin.cleanup()
+            finally:
+                plugin.close()  # an ssh connection kept open for later commands, say
+        except (ProvisionerError, ValueError) as exc:
+            said = str(exc) if str(exc).startswith(f"cluster {name}: ") else f"cluster {name}: {exc}"
+            print(f"bats-master: error: {said}", file=sys.stderr)
+            status = EXIT_INCOMPLETE
+            continue
+        except Exception as exc:  # the cloud's own error: one line, go on with the other clusters
+            print(f"bats-master: error: cluster {name}: cleanup failed: {exc}".replace("\n", " "), file=sys.stderr)
+            status = EXIT_INCOMPLETE
+            continue
+        listed = ", ".join(sorted(found)) if found else "nothing left"
+        print(f"cluster {name} ({cl.provisioner}): terminated {len(found)}: {listed}")
+        found_by_cluster[name] = found
+    return status, found_by_cluster
+
+
+def _close_journal(journal) -> bool:
+    """Commit and close; a failure (disk full) is reported, not raised: the report is already
+    written, and the tasks whose results were not saved run again after ``--resume``."""
+    from bats.master.state.journal import JournalError
+
+    try:
+        journal.close()
+    except JournalError as exc:
+        log.error("%s; those tasks run again after --resume", exc)
+        return False
+    return True
+
+
+def _host_address() -> str:
+    import socket
+
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def results(argv: Sequence[str]) -> int:
+    from bats.master.state.results import export_results
+
+    args = _results_parser().parse_args(argv)
+    if args.output:
+        with open(args.output, "w", newline="") as out:
+            count = export_results(args.state_dir, out, failed_only=args.failed, fmt=args.format)
+        print(f"{count} result(s) written to {args.output}", file=sys.stderr)
+    else:
+        export_results(args.state_dir, sys.stdout, failed_only=args.failed, fmt=args.format)
+    return EXIT_OK
+
+
+def status(argv: Sequence[str]) -> int:
+    """Exit 0 with the figures of the run going on; 1 with one line saying why there are none."""
+    import json
+
+    from bats.master.views.live import status_text
+    from bats.master.views.status import StatusError, ask
+
+    args = _status_parser().parse_args(argv)
+    try:
+        figures = ask(args.state_dir)
+    except StatusError as exc:
+        print(f"bats-master status: {exc}", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    print(json.dumps(figures, indent=2) if args.json else status_text(figures, args.state_dir))
+    return EXIT_OK
+
+
+def report_command(argv: Sequence[str]) -> int:
+    from bats.master.views.html_report import ReportError, load_report, write_html
+    from bats.master.views.report import summary
+
+    args = _report_parser().parse_args(argv)
+    try:
+        report = load_report(args.state_dir)
+        if args.html:
+            write_html(args.state_dir, args.html)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    print(summary(report, str(Path(args.state_dir) / "report.json")))
+    if args.html:
+        print(f"  html      {args.html}")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bats.master.server.security import KeyFileError
+    from bats.master.state.journal import JournalError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "results":
+            _setup_logging(0, True)
+            return results(argv[1:])
+        if argv and argv[0] == "report":
+            _setup_logging(0, True)
+            return report_command(argv[1:])
+        if argv and argv[0] == "status":
+            _setup_logging(0, True)
+            return status(argv[1:])
+        if argv and argv[0] == "cleanup":
+            _setup_logging(0, True)
+            return cleanup(argv[1:])
+        args = _run_parser().parse_args(argv)
+        _setup_logging(args.verbose, args.quiet)
+        return run(args)
+    except (UsageError, BagError, ConfigError, JournalError, KeyFileError) as exc:
+        # one line, whatever the message quotes (a file name may hold a newline)
+        message = str(exc).replace("\r", "\\r").replace("\n", "\\n")
+        print(f"bats-master: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("bats-master: interrupted", file=sys.stderr)
+        return EXIT_INCOMPLETE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+

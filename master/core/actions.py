@@ -1,0 +1,97 @@
+"""Every action a policy core returns: what its driver must do, in the imperative.
+
+A driver carries each one out (:class:`bats.master.driver.Driver` holds the table from action type
+to method; a driver that lacks one fails when it is built). :data:`Action` is the complete union.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from .planning.planner import Option
+
+
+@dataclass(frozen=True, slots=True)
+class Acquire:
+    cluster: str
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    machine: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    machine: str
+    task: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """A task's final outcome, to be journaled once."""
+
+    task: int
+    status: str  # "done" or "failed"
+    machine: str
+    attempts: int
+    exit_code: int
+    runtime_s: float
+    timed_out: bool
+    stdout: bytes
+    stderr: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoreResult:
+    """A result the core did not expect (stale, duplicate, from a lost machine): dropped."""
+
+    machine: str
+    task: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    status: str  # "done", "failed" (some task failed) or "incomplete"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class OfferOptions:
+    """Show the operator the options (the sampling phase is over) and feed back a choice."""
+
+    options: tuple[Option, ...]
+    tasks: int  # the tasks the options were planned for
+    estimates: dict[str, tuple[float, float]]  # cluster -> (mean_s, sd_s)
+
+
+@dataclass(frozen=True, slots=True)
+class WakeAt:
+    """Feed a ``Tick`` no later than ``at``: a machine must be let go then."""
+
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """Something the operator should read in the log (a plan chosen or changed, money running out)."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class AskOffers:
+    """Ask every pool for offers for ``tasks`` tasks of ``task_runtime_s`` due in ``deadline_s``."""
+
+    tasks: int
+    task_runtime_s: float
+    deadline_s: float  # from now
+
+
+Action = Union[Acquire, Release, Dispatch, RecordResult, IgnoreResult, Finish, OfferOptions, WakeAt, Notify, AskOffers]

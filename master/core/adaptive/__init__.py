@@ -1,0 +1,1 @@
+"""``--policy adaptive`` (seed 001): how many hosts a bag needs, adapted as it runs."""

@@ -1,0 +1,519 @@
+"""The scheduling core: events in, actions out, no I/O.
+
+How this works. The master's drivers (the ZeroMQ server, later the simulator) turn everything
+that happens into a frozen event carrying ``now`` (seconds, from the driver's clock) and feed it to
+:meth:`Core.handle`, which updates the bookkeeping and answers with a list of actions for the
+driver to carry out. Randomness comes in as a seeded ``random.Random``. Nothing here opens a
+socket, reads a clock or starts a process, so the same decisions run in real and virtual time.
+
+What it keeps (seed 000 "BaTS", §3.1 "Monitoring the plan's execution"): for every machine that
+took part in the run its cluster, the number of tasks it executed (nt), the time it spent executing
+them (rt), and its uptime from acquisition to release; the cost of a machine is the number of
+accountable time units (ATUs) begun in that uptime times its cluster's price. The budget-driven
+policy of §3 builds on these counters; this module's policy is plain self-scheduling: acquire
+every configured machine (never more than there are tasks), replace machines that are lost, and
+release everything when the bag is done.
+
+Task hand-out: tasks are handed out randomly chosen, first-come first-served, to workers that
+ask. The bag of pending task ids is an array; a dispatch swaps a random element with the last one
+and pops it, O(1). A worker holds at most ``max_held`` tasks. With ``adaptive_prefetch`` it is sent one running and
+one prefetched while tasks take 10 ms to 1 s (a moving average of reported runtimes), up to
+``max_held`` while they are shorter (then messaging, not the tasks, is the cost, and deeper
+queues let one wake-up carry several messages), and none beyond the running one when they take a
+second or more: a round trip is then negligible, and a task queued on a slow machine at the end of
+the bag would wait while a fast one sits idle.
+Near the end of the bag a task is not prefetched to a busy worker while a worker with nothing to do
+(up, or still booting) could start it: a short task must not wait behind a long one. A
+machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
+timeout) is retried up to ``retries`` times, preferably on another machine.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from array import array
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from bats.common.config import ClusterConfig
+
+from .actions import (
+    Acquire,
+    Action,
+    Dispatch,
+    Finish,
+    IgnoreResult,
+    RecordResult,
+    Release,
+)
+from .billing import atus_begun, charged
+from .events import (
+    AcquireFailed,
+    Event,
+    MachineAcquired,
+    MachineCameLate,
+    MachineLost,
+    MachineUp,
+    PriceChanged,
+    RunStarted,
+    StopRequested,
+    TaskFinished,
+    Tick,
+    WorkerAsked,
+)
+
+DEFAULT_MAX_HELD = 2  # tasks a worker may hold: the running one plus one prefetched
+SHORT_TASK_S = 0.01  # with adaptive prefetch, tasks shorter than this get deeper worker queues
+LONG_TASK_S = 1.0  # ... and tasks this long none: the next one is sent when the current one ends
+_RUNTIME_SMOOTHING = 0.05  # weight of the newest runtime in the moving average
+
+
+# ---------------------------------------------------------------- bookkeeping
+class MachineState(enum.Enum):
+    BOOTING = "booting"
+    UP = "up"
+    GONE = "gone"
+
+
+@dataclass
+class Machine:
+    id: str
+    cluster: str
+    acquired_at: float
+    up_at: float | None = None
+    released_at: float | None = None
+    state: MachineState = MachineState.BOOTING
+    nt: int = 0  # tasks executed
+    rt: float = 0.0  # seconds spent executing tasks
+    wanted: int = 0  # tasks asked for and not yet handed out
+    held: list[tuple[int, int]] = field(default_factory=list)  # (task, attempt) in flight
+    release_reason: str = ""
+    running_since: float | None = None  # when its running task (held[0]) started
+    release_at: float | None = None  # marked for release: let go at this time (a budget policy sets it)
+
+    def uptime(self, now: float) -> float:
+        end = self.released_at if self.released_at is not None else now
+        return max(0.0, end - self.acquired_at)
+
+
+# task status codes, one byte per task id
+_PENDING, _RUNNING, _DONE, _FAILED = 0, 1, 2, 3
+_GIVE_UP_AFTER = 3  # consecutive machines of a cluster lost before doing any task
+
+
+class Core:
+    """The I/O-free state machine; see the module docstring.
+
+    A policy with more to decide (BaTS, :mod:`bats.master.core.bats.policy`) subclasses it and overrides
+    the hooks: ``_initial_acquisitions``, ``_next_task``, ``_settle``, ``_after_result``,
+    ``_return_task``, ``_replace_lost``, ``_on_tick``, and adds events to ``_handlers``.
+    """
+
+    _handlers: ClassVar[dict[type, Callable[..., list[Action]]]]
+
+    def __init__(
+        self,
+        task_ids: Iterable[int],
+        clusters: dict[str, ClusterConfig],
+        rng: random.Random,
+        *,
+        retries: int = 0,
+        boot_timeout_s: float = 600.0,
+        finished: dict[int, str] | None = None,
+        max_held: int = DEFAULT_MAX_HELD,
+        max_machines: int | None = None,
+        adaptive_prefetch: bool = False,
+    ) -> None:
+        self.max_held = max_held
+        self.max_machines = max_machines  # over all clusters (seed 003 §3.1); None: no overall limit
+        self.adaptive_prefetch = adaptive_prefetch
+        self._recent_runtime: float | None = None  # moving average of reported runtimes
+        self.clusters = clusters
+        self.rng = rng
+        self.retries = retries
+        self.boot_timeout_s = boot_timeout_s
+        ids = array("l", task_ids)
+        self.total = len(ids)
+        top = max(ids) if ids else 0
+        self._status = bytearray(top + 1)
+        self._attempts = array("l", [0]) * (top + 1)
+        self._failures: dict[int, int] = {}
+        self.done = 0
+        self.failed = 0
+        finished = finished or {}
+        pending = array("l")
+        for task in ids:
+            outcome = finished.get(task)
+            if outcome == "done":
+                self._status[task] = _DONE
+                self.done += 1
+            elif outcome == "failed":
+                self._status[task] = _FAILED
+                self.failed += 1
+            else:
+                pending.append(task)
+        self._pending = pending
+        self._retry: list[tuple[int, str]] = []  # (task, machine it failed on)
+        self.machines: dict[str, Machine] = {}
+        self._live = 0  # machines not GONE; kept as a count because the hot path reads it
+        self._hungry: dict[str, None] = {}  # machines waiting for work, in asking order
+        self._lost_in_a_row: dict[str, int] = {name: 0 for name in clusters}
+        self._requested: dict[str, int] = {name: 0 for name in clusters}  # Acquire sent, not yet answered
+        self.started_at: float | None = None
+        self.last_finish_at: float | None = None
+        self.finished: Finish | None = None
+        self._now = 0.0  # the time of the event being handled
+        self.prices = {name: cl.price for name, cl in clusters.items()}  # per ATU, now
+        self._price_log: dict[str, tuple[list[float], list[float]]] = {}  # cluster -> (times, prices) of changes
+        # handlers bound to this instance, so a subclass's overrides are the ones called
+        self._dispatch = {kind: getattr(self, fn.__name__) for kind, fn in type(self)._handlers.items()}
+
+    # ------------------------------------------------------------ queries
+    @property
+    def remaining(self) -> int:
+        """Tasks without a final outcome (pending, retrying or in flight)."""
+        return self.total - self.done - self.failed
+
+    def live_machines(self, cluster: str | None = None) -> list[Machine]:
+        return [m for m in self.machines.values()
+                if m.state is not MachineState.GONE and (cluster is None or m.cluster == cluster)]
+
+    def machine_cost(self, machine: Machine, now: float) -> tuple[int, float]:
+        """ATUs begun and their money; each ATU costs the price when it begins (spot prices move)."""
+        cluster = self.clusters[machine.cluster]
+        atus = atus_begun(machine.uptime(now), cluster.atu_s, cluster.min_charge_s)
+        changes = self._price_log.get(machine.cluster)
+        if changes is None:
+            return atus, atus * cluster.price
+        return atus, charged(machine.acquired_at, atus, cluster.atu_s, cluster.price, *changes)
+
+    def report(self, now: float) -> dict:
+        """The run's figures as plain data (the driver adds paths and earlier sessions)."""
+        machines = []
+        total_cost = 0.0
+        for m in self.machines.values():
+            atus, cost = self.machine_cost(m, now)
+            total_cost += cost
+            machines.append({
+                "id": m.id, "cluster": m.cluster, "nt": m.nt, "rt_s": round(m.rt, 6),
+                "uptime_s": round(m.uptime(now), 6), "atus": atus, "cost": cost,
+                "state": m.state.value, "release_reason": m.release_reason,
+            })
+        end = self.last_finish_at if self.remaining == 0 and self.last_finish_at is not None else now
+        return {
+            "tasks": {"total": self.total, "done": self.done, "failed": self.failed,
+                      "not_run": self.remaining},
+            "makespan_s": max(0.0, end - (self.started_at if self.started_at is not None else now)),
+            "cost": {"total": total_cost},
+            "machines": machines,
+        }
+
+    # ------------------------------------------------------------ the state machine
+    def handle(self, event: Event) -> list[Action]:
+        """Feed one event; return the actions the driver must carry out, in order."""
+        if self.finished is not None:
+            if isinstance(event, TaskFinished):
+                return [IgnoreResult(event.machine, event.task, "run already finished")]
+            if isinstance(event, MachineCameLate):  # money spent after the end is still money spent
+                return self._on_machine_came_late(event)
+            return []
+        self._now = event.now
+        handler = self._dispatch.get(type(event))
+        if handler is None:
+            raise TypeError(f"{type(self).__name__} does not handle {type(event).__name__}")
+        return handler(event)
+
+    def _on_run_started(self, ev: RunStarted) -> list[Action]:
+        self.started_at = ev.now
+        if self.remaining == 0:
+            return self._finish_if_complete(ev.now)
+        return self._initial_acquisitions(ev.now)
+
+    def _initial_acquisitions(self, now: float) -> list[Action]:
+        """Self-scheduling: every configured machine, never more than there are tasks."""
+        actions: list[Action] = []
+        for name, cluster in self.clusters.items():
+            n = min(cluster.max, self.remaining, self.machines_allowed())
+            if n > 0:
+                self._requested[name] += n
+                actions.append(Acquire(name, n))
+        return actions
+
+    def machines_allowed(self) -> int:
+        """How many more machines the overall limit lets the run have now (live and requested count)."""
+        if self.max_machines is None:
+            return self.total + 1  # more than any cluster is ever given
+        return max(0, self.max_machines - self._live - sum(self._requested.values()))
+
+    def _on_machine_acquired(self, ev: MachineAcquired) -> list[Action]:
+        self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - 1)
+        self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now)
+        self._live += 1
+        return []
+
+    def _on_machine_came_late(self, ev: MachineCameLate) -> list[Action]:
+        if ev.machine in self.machines:
+            return []
+        reason = "came after its acquisition was given up on"
+        self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=min(ev.asked_at, ev.now),
+                                            released_at=ev.now, state=MachineState.GONE, release_reason=reason)
+        return [Release(ev.machine, reason)]
+
+    def _on_acquire_failed(self, ev: AcquireFailed) -> list[Action]:
+        self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - ev.n)
+        return self._finish_if_stranded(ev.now)
+
+    def _on_machine_up(self, ev: MachineUp) -> list[Action]:
+        machine = self.machines.get(ev.machine)
+        if machine is None or machine.state is MachineState.GONE:
+            return []
+        if machine.state is MachineState.BOOTING:
+            machine.state = MachineState.UP
+            machine.up_at = ev.now
+            return []
+        # A known worker said hello again (it reconnected): it may have lost the frames in flight,
+        # so its tasks go back into the bag; a late result for one of them is ignored.
+        return self._requeue_held(machine)
+
+    def _on_worker_asked(self, ev: WorkerAsked) -> list[Action]:
+        machine = self.machines.get(ev.machine)
+        if machine is None or machine.state is not MachineState.UP:
+            return []
+        machine.wanted = min(self.max_held - len(machine.held), machine.wanted + max(0, ev.n))
+        return self._feed(machine)
+
+    def _on_task_finished(self, ev: TaskFinished) -> list[Action]:
+        machine = self.machines.get(ev.machine)
+        if machine is None or machine.state is not MachineState.UP:
+            return [IgnoreResult(ev.machine, ev.task, "machine is not part of the run")]
+        try:
+            machine.held.remove((ev.task, ev.attempt))
+        except ValueError:
+            return [IgnoreResult(ev.machine, ev.task, f"attempt {ev.attempt} is not running there")]
+        machine.nt += 1
+        machine.rt += max(0.0, ev.runtime_s)
+        machine.running_since = ev.now if machine.held else None  # a prefetched task starts now
+        recent = self._recent_runtime
+        self._recent_runtime = ev.runtime_s if recent is None else recent + _RUNTIME_SMOOTHING * (ev.runtime_s - recent)
+        actions = self._settle(machine, ev)
+        self._lost_in_a_row[machine.cluster] = 0
+        actions.extend(self._after_result(machine, ev))
+        if self.finished is not None:
+            return actions
+        if self.remaining == 0:
+            actions.extend(self._finish_if_complete(ev.now))
+            return actions
+        if ev.ask:
+            machine.wanted = min(self.max_held - len(machine.held), machine.wanted + 1)
+        actions.extend(self._feed(machine))
+        return actions
+
+    def _settle(self, machine: Machine, ev: TaskFinished) -> list[Action]:
+        """Decide a finished attempt's outcome: record it, or put the task up for a retry."""
+        actions: list[Action] = []
+        task = ev.task
+        attempts = self._attempts[task]
+        if ev.exit_code == 0 and not ev.timed_out:
+            self._status[task] = _DONE
+            self.done += 1
+            self.last_finish_at = ev.now
+            actions.append(RecordResult(task, "done", ev.machine, attempts, ev.exit_code, ev.runtime_s,
+                                        False, ev.stdout, ev.stderr))
+        else:
+            actions.extend(self._attempt_failed(machine, ev))
+        return actions
+
+    def _attempt_failed(self, machine: Machine, ev: TaskFinished) -> list[Action]:
+        task = ev.task
+        failures = self._failures.get(task, 0) + 1
+        self._failures[task] = failures
+        if failures <= self.retries:
+            self._status[task] = _PENDING
+            self._retry.append((task, ev.machine))
+            return self._feed_hungry()
+        self._status[task] = _FAILED
+        self.failed += 1
+        self.last_finish_at = ev.now
+        return [RecordResult(task, "failed", ev.machine, self._attempts[task], ev.exit_code,
+                             ev.runtime_s, ev.timed_out, ev.stdout, ev.stderr)]
+
+    def _after_result(self, machine: Machine, ev: TaskFinished) -> list[Action]:
+        """A policy's look at each result once it is settled (self-scheduling: nothing to do)."""
+        return []
+
+    def _on_machine_lost(self, ev: MachineLost) -> list[Action]:
+        machine = self.machines.get(ev.machine)
+        if machine is None or machine.state is MachineState.GONE:
+            return []
+        actions = self._requeue_held(machine)
+        self._retire(machine, ev.now, ev.reason)
+        if machine.nt == 0:
+            self._lost_in_a_row[machine.cluster] += 1
+        actions.extend(self._replace_lost(machine, ev.now))
+        actions.extend(self._finish_if_stranded(ev.now))
+        return actions
+
+    def _replace_lost(self, machine: Machine, now: float) -> list[Action]:
+        """Self-scheduling keeps every configured machine busy: replace a lost one while its
+        cluster still looks healthy (not several machines in a row lost before doing a task)."""
+        cluster = self.clusters[machine.cluster]
+        wanted = min(cluster.max, self.remaining)
+        have = len(self.live_machines(machine.cluster)) + self._requested[machine.cluster]
+        if (self.remaining > 0 and have < wanted and self._lost_in_a_row[machine.cluster] < _GIVE_UP_AFTER
+                and self.machines_allowed() > 0):
+            self._requested[machine.cluster] += 1
+            return [Acquire(machine.cluster, 1)]
+        return []
+
+    def _on_tick(self, ev: Tick) -> list[Action]:
+        actions: list[Action] = []
+        for machine in list(self.machines.values()):
+            if machine.state is MachineState.BOOTING and ev.now - machine.acquired_at > self.boot_timeout_s:
+                actions.append(Release(machine.id, "boot timeout"))
+                actions.extend(self._on_machine_lost(MachineLost(ev.now, machine.id, "boot timeout")))
+        return actions
+
+    def _on_price_changed(self, ev: PriceChanged) -> list[Action]:
+        times, prices = self._price_log.setdefault(ev.cluster, ([], []))
+        times.append(ev.now)
+        prices.append(ev.price)
+        self.prices[ev.cluster] = ev.price
+        return []
+
+    def _on_stop_requested(self, ev: StopRequested) -> list[Action]:
+        actions: list[Action] = []
+        for machine in self.live_machines():
+            actions.append(Release(machine.id, ev.reason))
+            self._requeue_held(machine)
+            self._retire(machine, ev.now, ev.reason)
+        self.finished = Finish("incomplete", ev.reason)
+        actions.append(self.finished)
+        return actions
+
+    # ------------------------------------------------------------ helpers
+    def _retire(self, machine: Machine, now: float, reason: str) -> None:
+        self._live -= 1
+        machine.state = MachineState.GONE
+        machine.released_at = now
+        machine.release_reason = reason
+        machine.wanted = 0
+        self._hungry.pop(machine.id, None)
+
+    def _requeue_held(self, machine: Machine) -> list[Action]:
+        for task, attempt in machine.held:
+            self._return_task(task, attempt, machine)
+        had_tasks = bool(machine.held)
+        machine.held.clear()
+        machine.wanted = 0
+        machine.running_since = None
+        return self._feed_hungry() if had_tasks else []
+
+    def _return_task(self, task: int, attempt: int, machine: Machine) -> None:
+        """A task in flight on a machine that is gone goes back into the bag."""
+        self._status[task] = _PENDING
+        self._pending.append(task)
+
+    def _next_task(self, machine: Machine) -> int | None:
+        if self._retry:
+            alone = len(self.live_machines()) <= 1
+            for index, (task, failed_on) in enumerate(self._retry):
+                if failed_on != machine.id or alone:
+                    self._retry.pop(index)
+                    return task
+        pending = self._pending
+        if not pending:
+            return None
+        index = self.rng.randrange(len(pending))
+        task = pending[index]
+        pending[index] = pending[-1]
+        pending.pop()
+        return task
+
+    def queue_depth(self) -> int:
+        """How many tasks a worker is sent at most right now (see the module docstring)."""
+        if not self.adaptive_prefetch:
+            return self.max_held
+        recent = self._recent_runtime
+        if recent is not None and recent < SHORT_TASK_S:
+            return self.max_held
+        if recent is not None and recent >= LONG_TASK_S:
+            return 1  # a round trip is nothing next to the task; a queued task could wait on a slow machine
+        return min(DEFAULT_MAX_HELD, self.max_held)
+
+    def _feed(self, machine: Machine) -> list[Action]:
+        actions: list[Action] = []
+        depth = self.queue_depth()
+        while machine.wanted > 0 and len(machine.held) < depth:
+            if machine.held and self._better_left_for_an_idle_machine(machine):
+                self._hungry[machine.id] = None
+                return actions
+            task = self._next_task(machine)
+            if task is None:
+                self._hungry[machine.id] = None
+                return actions
+            machine.wanted -= 1
+            if self._status[task] == _PENDING:  # a replicated task's extra copy keeps its status
+                self._status[task] = _RUNNING
+            attempt = self._attempts[task] + 1
+            self._attempts[task] = attempt
+            if not machine.held:
+                machine.running_since = self._now
+            machine.held.append((task, attempt))
+            actions.append(Dispatch(machine.id, task, attempt))
+        self._hungry.pop(machine.id, None)
+        return actions
+
+    def _better_left_for_an_idle_machine(self, machine: Machine) -> bool:
+        """Whether the tasks left are too few to prefetch one to this busy machine, because other
+        machines with nothing to run (or still booting) could start them at once."""
+        available = len(self._pending) + len(self._retry)
+        if available >= self._live:  # plenty left: the common case, decided in O(1)
+            return False
+        idle = sum(1 for m in self.machines.values()
+                   if m is not machine and m.state is not MachineState.GONE and not m.held)
+        return available <= idle
+
+    def _feed_hungry(self) -> list[Action]:
+        actions: list[Action] = []
+        for machine_id in list(self._hungry):
+            if not self._pending and not self._retry:
+                break
+            actions.extend(self._feed(self.machines[machine_id]))
+        return actions
+
+    def _finish_if_complete(self, now: float) -> list[Action]:
+        if self.remaining > 0:
+            return []
+        actions: list[Action] = []
+        for machine in self.live_machines():
+            actions.append(Release(machine.id, "bag done"))
+            self._retire(machine, now, "bag done")
+        status = "done" if self.failed == 0 else "failed"
+        reason = "every task succeeded" if status == "done" else f"{self.failed} task(s) failed"
+        self.finished = Finish(status, reason)
+        actions.append(self.finished)
+        return actions
+
+    def _finish_if_stranded(self, now: float) -> list[Action]:
+        """No machine left or coming, tasks left: the run cannot go on."""
+        if self.remaining == 0 or self.live_machines() or any(self._requested.values()):
+            return []
+        self.finished = Finish("incomplete", "no machines left to run the remaining tasks")
+        return [self.finished]
+
+
+Core._handlers = {
+    RunStarted: Core._on_run_started,
+    MachineAcquired: Core._on_machine_acquired,
+    MachineCameLate: Core._on_machine_came_late,
+    AcquireFailed: Core._on_acquire_failed,
+    MachineUp: Core._on_machine_up,
+    WorkerAsked: Core._on_worker_asked,
+    TaskFinished: Core._on_task_finished,
+    MachineLost: Core._on_machine_lost,
+    Tick: Core._on_tick,
+    StopRequested: Core._on_stop_requested,
+    PriceChanged: Core._on_price_changed,
+}

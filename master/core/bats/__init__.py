@@ -1,0 +1,1 @@
+"""``--policy bats`` (seed 000): sampling, the options, and budget-controlled execution."""

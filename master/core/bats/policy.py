@@ -1,0 +1,856 @@
+"""BaTS: sampling, options and budget-controlled execution on top of the self-scheduling core.
+
+How this works (seed 000 "BaTS", §2-§3, Figs. 3 and 4). :class:`BatsCore` is the same I/O-free
+state machine as :class:`bats.master.core.base.Core` (time comes in on the events, randomness from the
+seeded RNG) with three phases:
+
+1. **Sampling** (Fig. 3, §2.1-2.2). The sample size n_s comes from the bag size, confidence and
+   error level (:func:`bats.master.core.planning.estimate.sample_size`). ``initial_workers`` machines are
+   acquired per cluster (never more than its ``max``). n_lr = 7 randomly chosen tasks are
+   *replicated*: every cluster runs a copy, so each yields one regression point per cluster; a
+   machine always takes a copy its cluster has not run yet before anything else. The next
+   n_s - n_lr tasks handed out are the *sample* tasks, self-scheduled on any cluster. Once all of
+   them have finished, the regression t_k = beta0 + beta1 * t_base translates every sample
+   runtime to every cluster (:func:`~bats.master.core.planning.estimate.complete_samples`) and each cluster's
+   mean T_i is the modified moving average of §2.1, a running task counted by the tail of the
+   sample distribution. Machines keep taking ordinary tasks while the sample completes: every
+   task that runs is real work and is never run again (the extra copies of a replicated task
+   only measure; the first copy that succeeds is the task's result).
+2. **Offering** (§2.3, §4.3). The planner (:mod:`bats.master.core.planning.planner`) turns the estimates into
+   options for the tasks left; the core answers with :class:`OfferOptions` and waits for a
+   :class:`ScheduleChosen` event. The sampling machines are marked for release at the end of
+   their current ATU (a configurable margin before the edge) and keep working until then; the
+   money of every ATU begun so far is the *sampling cost*, reported apart.
+3. **Execution** (Fig. 4, §3.1). The chosen configuration is acquired (live sampling machines
+   of a cluster count towards it and are kept). Every monitoring interval the core computes N_e
+   and N_p (:func:`bats.master.core.planning.monitor.check`); when N_e > N_p (+ dN with an accepted cushion) it
+   re-plans with the bounded-knapsack solver on the tasks and the money left and moves to the
+   new configuration: acquires what it adds, marks what it drops for release at the end of the
+   ATU they are in. The budget is a ceiling: :func:`bats.master.core.planning.monitor.plan_releases` reserves
+   every ATU a kept machine may start before the next check out of budget + cushion - spent,
+   and machines that do not fit are let go before their next edge; a machine is acquired only
+   if the same reservation for it fits as well (machines asked for and not acquired yet count
+   as reserved), and each check asks for a Tick at the next one (:class:`WakeAt`) so that a
+   coarse driver clock cannot stretch the interval; when the money is gone the run ends
+   incomplete.
+
+With a budget given up front (``BatsSettings.budget``) the operator has chosen already: the
+sample is taken inside the execution phase (Fig. 4 lines 4-6, "implicit sampling"), the budget
+covers the sampling machines too (each with every ATU it begins before the first check), and the
+configuration is the fastest that the money left pays.
+
+A machine marked for release is not handed a task it is not expected to finish (the cluster's
+mean runtime) before it is let go; an idle one that cannot fit a task is let go at once, and so
+is one marked when its edge is already within the margin (before the event's actions return:
+waiting for a Tick would begin another ATU). A marked machine that a new plan keeps after all is
+unmarked and handed tasks at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+from bats.common.config import ClusterConfig, Config
+from bats.master import core as c
+
+from ..actions import Notify, OfferOptions, WakeAt
+from ..events import ScheduleChosen
+from ..planning.estimate import (
+    REPLICATED_TASKS,
+    Regression,
+    RuntimeEstimate,
+    complete_samples,
+    fit_regression,
+    sample_size,
+)
+from ..planning.ga import ga_front
+from ..planning.monitor import (
+    Billing,
+    MachineTable,
+    TailEstimates,
+    check,
+    plan_releases,
+)
+from ..planning.planner import ClusterPlan, Option, Planner
+from .settings import BatsSettings, Choice, option_record
+
+__all__ = [
+    "EXECUTING",
+    "OFFERING",
+    "SAMPLING",
+    "BatsCore",
+    "BatsSettings",
+    "Choice",
+    "build_core",
+    "option_record",
+]
+
+MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
+
+
+def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choice: Choice,
+               **kwargs: Any) -> c.Core:
+    """The core a run needs: :class:`BatsCore` for the BaTS policy, else the self-scheduling one."""
+    kwargs.setdefault("max_machines", config.master.max_machines)
+    if choice.policy in ("deadline", "adaptive", "offers"):  # the other seeds' policies (issue 5)
+        from ..registry import build_policy_core
+        return build_policy_core(task_ids, config, rng, choice, **kwargs)
+    if choice.policy != "bats":
+        return c.Core(task_ids, config.clusters, rng, **kwargs)
+    settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
+                            release_margin_s=config.release_margin_s, budget=choice.budget,
+                            cushion_accepted=choice.cushion, planner=choice.planner)
+    return BatsCore(task_ids, config.clusters, rng, settings, **kwargs)
+
+
+SAMPLING, OFFERING, EXECUTING = "sampling", "offering", "executing"
+
+
+class BatsCore(c.Core):
+    """The BaTS policy; see the module docstring."""
+
+    def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
+                 settings: BatsSettings, **kwargs: Any) -> None:
+        super().__init__(task_ids, clusters, rng, **kwargs)
+        self.settings = settings
+        self.phase = SAMPLING
+        self.billings = {name: Billing(cl.atu_s, cl.price, cl.min_charge_s) for name, cl in clusters.items()}
+        self.sample_size = sample_size(self.remaining, settings.sampling.confidence, settings.sampling.error)
+        self._active = dict.fromkeys(clusters)  # clusters that can still take part, in config order
+        self._sampling_workers = {name: min(settings.sampling.initial_workers, cl.max)
+                                  for name, cl in clusters.items()}
+        # replicated tasks: copies each cluster still has to run, copies not finished, runtimes seen
+        self._replicas: set[int] = set()
+        self._replica_todo: dict[str, list[int]] = {name: [] for name in clusters}
+        self._replica_open: dict[int, int] = {}
+        self._replica_runtime: dict[int, dict[str, float]] = {}
+        self._replica_order: list[int] = []
+        self._sample_target = 0
+        self._sample_running: set[int] = set()
+        self._sample_done = 0
+        self._sample_runtime: dict[str, list[float]] = {name: [] for name in clusters}
+        self._marked: dict[str, c.Machine] = {}
+        self._due_now = False  # a machine was marked for release at the current moment
+        self._short_of_money = False  # an acquisition was cut because the budget could not pay it
+        # the plan
+        self.estimates: dict[str, RuntimeEstimate] = {}
+        self.tail: TailEstimates | None = None
+        self.options: list[Option] = []
+        self.tasks_at_plan: int | None = None
+        self.plan_estimates: dict[str, tuple[float, float]] = {}  # (mean_s, sd_s) the options used
+        self.selected: Option | None = None
+        self.budget: float | None = settings.budget
+        self.cushion = 0.0
+        self.cushion_accepted = settings.cushion_accepted
+        self._delta_n_allowed = 0
+        self.config: dict[str, int] = {}
+        self._plan_end: dict[str, float] = {}
+        self.sampling_cost: float | None = None
+        self.reconfigurations: list[dict[str, Any]] = []
+        self._last_monitor = 0.0
+
+    # ------------------------------------------------------------ money
+    def spent(self, now: float) -> float:
+        """Every ATU begun so far, on every machine of the run."""
+        return sum(self.machine_cost(m, now)[1] for m in self.machines.values())
+
+    def _spent_under_budget(self, now: float) -> float:
+        """What the budget has paid: everything with an up-front budget, else what the execution
+        phase began (the sampling cost is the operator's price of the estimates, apart)."""
+        return self.spent(now) - self._sampling_not_budgeted()
+
+    def _sampling_not_budgeted(self) -> float:
+        """The sampling cost when it is outside the budget (the operator chose after sampling)."""
+        return (self.sampling_cost or 0.0) if self.settings.budget is None else 0.0
+
+    def _money_left(self, now: float) -> float:
+        if self.budget is None:
+            return math.inf
+        return self.budget + self.cushion - self._spent_under_budget(now)
+
+    # ------------------------------------------------------------ phase 1: sampling
+    def _initial_acquisitions(self, now: float) -> list[c.Action]:
+        counts = dict(self._sampling_workers)
+        actions: list[c.Action] = []
+        if self.budget is not None:  # implicit sampling: the ATUs begun before the first check must fit
+            counts = _affordable(counts, {name: self._reserve_new(name) for name in counts}, self.budget)
+            self._last_monitor = now
+            actions.append(WakeAt(now + self.settings.monitor_interval_s))
+        if self.max_machines is not None:  # the overall limit, shared round-robin so every cluster is sampled
+            counts = _affordable(counts, dict.fromkeys(counts, 1.0), float(self.max_machines))
+        n_lr = min(REPLICATED_TASKS, self.remaining)
+        pending = self._pending
+        for _ in range(n_lr):  # the replicated tasks, drawn at random like every other task
+            index = self.rng.randrange(len(pending))
+            task = pending[index]
+            pending[index] = pending[-1]
+            pending.pop()
+            self._status[task] = c._RUNNING
+            self._replicas.add(task)
+            self._replica_order.append(task)
+            self._replica_runtime[task] = {}
+        self._sample_target = max(0, self.sample_size - n_lr)
+        for name, n in counts.items():
+            if n <= 0:
+                self._deactivate(name)
+                continue
+            self._replica_todo[name] = list(reversed(self._replica_order))
+            for task in self._replica_order:
+                self._replica_open[task] = self._replica_open.get(task, 0) + 1
+            self._requested[name] += n
+            actions.append(c.Acquire(name, n))
+        if not any(isinstance(a, c.Acquire) for a in actions):
+            self.finished = c.Finish("incomplete", "the budget does not pay one ATU of any machine")
+            return [self.finished]
+        return actions
+
+    def _next_task(self, machine: c.Machine) -> int | None:
+        if machine.release_at is not None and not self._fits_before_release(machine):
+            return None
+        if self.phase == SAMPLING:
+            todo = self._replica_todo.get(machine.cluster)
+            if todo:
+                return todo.pop()
+            task = super()._next_task(machine)
+            if task is not None and self._sample_done + len(self._sample_running) < self._sample_target:
+                self._sample_running.add(task)
+            return task
+        return super()._next_task(machine)
+
+    def _fits_before_release(self, machine: c.Machine) -> bool:
+        if machine.release_at is not None and self._now >= machine.release_at - 1e-9:
+            return False  # due: it is let go now
+        estimate = self.estimates.get(machine.cluster)
+        if estimate is None or machine.release_at is None:
+            return True
+        mean = estimate.stats().mean_s
+        return self._now + (len(machine.held) + 1) * mean <= machine.release_at
+
+    def _return_task(self, task: int, attempt: int, machine: c.Machine) -> None:
+        if task in self._replicas:  # a copy: its cluster runs it again, on another machine
+            if machine.cluster in self._active and self.phase == SAMPLING:
+                self._replica_todo[machine.cluster].append(task)
+            else:
+                self._close_copy(task)
+            return
+        self._sample_running.discard(task)
+        super()._return_task(task, attempt, machine)
+
+    def _close_copy(self, task: int) -> None:
+        """One copy of a replicated task will not run; with none left and no success, the task
+        goes back into the bag as an ordinary one."""
+        self._replica_open[task] -= 1
+        if self._replica_open[task] <= 0:
+            self._replicas.discard(task)
+            if self._status[task] == c._RUNNING:
+                self._status[task] = c._PENDING
+                self._pending.append(task)
+
+    def _settle(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
+        task, runtime = ev.task, max(0.0, ev.runtime_s)
+        estimate = self.estimates.get(machine.cluster)
+        if estimate is not None:
+            estimate.add_finished(runtime)
+        if task in self._replicas:
+            self._replica_runtime[task][machine.cluster] = runtime
+            self._replica_open[task] -= 1
+            last = self._replica_open[task] <= 0
+            if last:
+                self._replicas.discard(task)
+            if self._status[task] == c._RUNNING:
+                if ev.exit_code == 0 and not ev.timed_out:
+                    return super()._settle(machine, ev)  # the first copy that succeeds is the result
+                if last:  # no copy succeeded: an ordinary failure (retried if retries allow)
+                    return self._attempt_failed(machine, ev)
+            return []
+        if task in self._sample_running:
+            self._sample_running.discard(task)
+            self._sample_done += 1
+            self._sample_runtime[machine.cluster].append(runtime)
+        return super()._settle(machine, ev)
+
+    def _after_result(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
+        if self.phase == SAMPLING and self.remaining > 0:
+            return self._end_sampling_if_complete(ev.now)
+        return []
+
+    def _sampling_complete(self) -> bool:
+        if any(self._replica_todo[name] for name in self._active) or self._replicas:
+            return False
+        if self._sample_running:
+            return False
+        return self._sample_done >= self._sample_target or not (self._pending or self._retry)
+
+    def _end_sampling_if_complete(self, now: float) -> list[c.Action]:
+        if not self._sampling_complete():
+            return []
+        samples = self._complete_samples()
+        if not samples:
+            return [self._stop("no cluster produced a runtime to plan with")]
+        for name, values in samples.items():
+            self.estimates[name] = RuntimeEstimate(values)
+        self.tail = TailEstimates.from_samples(samples)
+        self.sampling_cost = self.spent(now)
+        self.tasks_at_plan = self.remaining
+        return self._plan_after_sampling(now)
+
+    def _plan_after_sampling(self, now: float) -> list[c.Action]:  # the hook other policies override
+        planner = self._planner(self.remaining)
+        self.plan_estimates = {p.name: (p.mean_s, self._stats(p.name, now).sd_s) for p in planner.clusters}
+        try:
+            self.options = self._plan_options(planner)
+        except ValueError as exc:
+            return [self._stop(f"planning failed: {exc}")]
+        if not self.options:
+            return [self._stop("no cluster can run the remaining tasks")]
+        self.phase = OFFERING
+        if self.settings.budget is not None:  # implicit sampling: the operator chose already
+            option = planner.schedule_within(max(0.0, self._money_left(now)), label="budget",
+                                             max_raise=self.settings.max_raise)
+            if option is None:
+                return [Notify("the budget left cannot pay for the remaining tasks on any configuration; "
+                               "running what it pays for"),
+                        *self._start_execution(now, self._cheapest_option(planner), self.cushion_accepted,
+                                               keep_budget=True)]
+            return self._start_execution(now, option, self.cushion_accepted, keep_budget=True)
+        actions: list[c.Action] = []
+        for machine in self.live_machines():
+            actions.extend(self._mark(machine, now, "sampling done: released at the end of its ATU"))
+        actions.append(OfferOptions(tuple(self.options), self.remaining, dict(self.plan_estimates)))
+        return actions
+
+    def _complete_samples(self) -> dict[str, list[float]]:
+        """Every active cluster's complete sample set (§2.2), regression through the base cluster."""
+        measured = {name for name in self._active
+                    if self._sample_runtime[name] or any(name in r for r in self._replica_runtime.values())}
+        if not measured:
+            return {}
+        order = [name for name in self.clusters if name in measured]
+        base = next((name for name in order if any(name in r for r in self._replica_runtime.values())), order[0])
+        replicated = {name: [self._replica_runtime[t][name] for t in self._replica_order
+                             if name in self._replica_runtime[t]] for name in order}
+        observed = {name: list(self._sample_runtime[name]) for name in order}
+        regressions: dict[str, Regression] = {}
+        for name in order:
+            if name != base:
+                regressions[name] = self._regression(base, name, replicated, observed)
+        return complete_samples(base, regressions, replicated, observed)
+
+    def _regression(self, base: str, other: str, replicated: Mapping[str, list[float]],
+                    observed: Mapping[str, list[float]]) -> Regression:
+        """t_other from t_base by least squares over the replicated pairs; when the fit is
+        undetermined (fewer than 2 pairs, all base runtimes equal) or not increasing, the ratio
+        of the mean runtimes seen on each cluster (beta0 = 0)."""
+        pairs = [(r[base], r[other]) for r in (self._replica_runtime[t] for t in self._replica_order)
+                 if base in r and other in r]
+        try:
+            fit = fit_regression([p[0] for p in pairs], [p[1] for p in pairs])
+            if fit.beta1 > 0:
+                return fit
+        except ValueError:
+            pass
+        seen_base = replicated[base] + observed[base]
+        seen_other = replicated[other] + observed[other]
+        mean_base = sum(seen_base) / len(seen_base) if seen_base else 0.0
+        mean_other = sum(seen_other) / len(seen_other) if seen_other else 0.0
+        if mean_base <= 0 or mean_other <= 0:
+            return Regression(0.0, 1.0)
+        return Regression(0.0, mean_other / mean_base)
+
+    def _stats(self, cluster: str, now: float):
+        running = [now - m.running_since for m in self.live_machines(cluster)
+                   if m.held and m.running_since is not None]
+        return self.estimates[cluster].stats(running)
+
+    def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner:
+        """The planner at today's prices, with the current runtime estimates or ``means``."""
+        plans = []
+        for name in self.estimates:
+            cl = self.clusters[name]
+            mean = max(MIN_MEAN_S, means[name] if means is not None else self._stats(name, self._now).mean_s)
+            available = name in self._active and not (cl.bid is not None and self.prices[name] > cl.bid)
+            plans.append(ClusterPlan(name, mean, self.prices[name], cl.atu_s, cl.max if available else 0,
+                                     cl.min_charge_s))
+        return Planner(plans, max(1, n_tasks), self.max_machines)
+
+    def _plan_options(self, planner: Planner) -> list[Option]:
+        """The options: the four schedules and the Pareto set, exact or seed 003's GA (ValueError
+        when the planner cannot plan)."""
+        front = None
+        if self.settings.planner == "ga":  # seed 003's approximation, seeded from the core's RNG
+            front = ga_front(planner.clusters, planner.n_tasks, self.rng.getrandbits(64),
+                             max_machines=self.max_machines)
+        return planner.options(self.settings.max_raise, front=front)
+
+    def _cheapest_option(self, planner: Planner) -> Option:
+        """One machine of the cluster that runs the tasks left for the least money (B_min1's)."""
+        n = planner.n_tasks
+        best = min((p for p in planner.clusters if p.max > 0), key=lambda p: (p.price * p.units(n * p.mean_s), p.mean_s))
+        estimate = planner.estimate({best.name: 1})
+        return Option(0, "budget", estimate.machines, estimate.makespan_s, estimate.makespan_atu,
+                      estimate.cost, 0.0, self.budget or 0.0, estimate.delta_n, "", False)
+
+    # ------------------------------------------------------------ phase 2: the choice
+    def choose(self, spec: str) -> Option:
+        """The option ``spec`` names: ``cheapest``, ``fastest``, an option id, or a budget amount
+        (``$12.5`` or ``budget:12.5``: the fastest configuration within it). ValueError if none."""
+        if not self.options:
+            raise ValueError("there are no options yet")
+        text = spec.strip().lower()
+        if text in ("cheapest", "fastest"):
+            labelled = [o for o in self.options if o.label == text or text in o.also]
+            if labelled:
+                return labelled[0]
+            if text == "cheapest":
+                return min(self.options, key=lambda o: (o.cost, o.makespan_s))
+            return min(self.options, key=lambda o: (o.makespan_s, o.cost))
+        if text.isdigit():
+            for option in self.options:
+                if option.id == int(text):
+                    return option
+            raise ValueError(f"no option {text} (options are 1 to {len(self.options)})")
+        amount_text = text.removeprefix("budget:").removeprefix("$")
+        try:
+            amount = float(amount_text)
+        except ValueError:
+            raise ValueError(f"{spec!r}: expected cheapest, fastest, an option id or a budget such as $25") from None
+        if not (math.isfinite(amount) and amount > 0):
+            raise ValueError(f"{spec!r}: a budget must be a positive amount")
+        return self.option_within(amount)
+
+    def option_within(self, budget: float) -> Option:
+        """The fastest configuration for the tasks planned whose cost fits ``budget`` (dN refined)."""
+        assert self.tasks_at_plan is not None
+        option = self._planner(self.tasks_at_plan).schedule_within(budget, label="budget",
+                                                                    max_raise=self.settings.max_raise)
+        if option is None:
+            cheapest = min(o.cost for o in self.options)
+            raise ValueError(f"a budget of {budget:g} pays for no configuration (the cheapest costs {cheapest:g})")
+        return option
+
+    def _on_price_changed(self, ev: c.PriceChanged) -> list[c.Action]:
+        """A spot price moved (seed 003 §3): new ATUs cost the new price. While executing, move
+        to the fastest configuration the money left pays at the new prices; the types it drops go
+        at the end of their paid ATU, the ones it adds are acquired now."""
+        old = self.prices[ev.cluster]
+        super()._on_price_changed(ev)
+        cl = self.clusters[ev.cluster]
+        self.billings[ev.cluster] = Billing(cl.atu_s, ev.price, cl.min_charge_s)
+        if self.phase == OFFERING and ev.price != old:
+            return self._reoffer(ev, old)
+        if self.phase == SAMPLING and self.budget is not None and ev.price != old:
+            return self._enforce_budget(ev.now)  # an up-front budget pays the sampling: reserve at the new price
+        if self.phase != EXECUTING or self.remaining == 0 or ev.price == old:
+            return []
+        now = ev.now
+        money = self._money_left(now)
+        new = self._planner(self.remaining).fastest_within(max(0.0, money)) if money > 0 else None
+        actions: list[c.Action] = []
+        if new is not None and new != self.config:
+            reason = f"price of {ev.cluster} {old:g} -> {ev.price:g}"
+            self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason,
+                                          "machines": dict(new)})
+            actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
+            actions.extend(self._move_to(new, now))
+        actions.extend(self._enforce_budget(now))
+        return actions
+
+    def _reoffer(self, ev: c.PriceChanged, old: float) -> list[c.Action]:
+        """While the operator chooses, the options are re-planned at the new prices and offered
+        again (same estimates and tasks; ids may change, a choice names the new ones)."""
+        assert self.tasks_at_plan is not None
+        try:
+            means = {name: mean for name, (mean, _sd) in self.plan_estimates.items()}
+            options = self._plan_options(self._planner(self.tasks_at_plan, means))
+        except ValueError as exc:
+            return [Notify(f"price of {ev.cluster} {old:g} -> {ev.price:g}: re-planning failed ({exc}); "
+                           "the options shown still stand")]
+        if not options:
+            return [Notify(f"price of {ev.cluster} {old:g} -> {ev.price:g}: no configuration is left; "
+                           "the options shown still stand")]
+        self.options = options
+        return [Notify(f"price of {ev.cluster} {old:g} -> {ev.price:g}: the options were re-planned"),
+                OfferOptions(tuple(self.options), self.tasks_at_plan, dict(self.plan_estimates))]
+
+    def _on_schedule_chosen(self, ev: ScheduleChosen) -> list[c.Action]:
+        if self.phase != OFFERING:
+            return []
+        return self._start_execution(ev.now, ev.option, ev.cushion_accepted, keep_budget=False)
+
+    # ------------------------------------------------------------ phase 3: execution
+    def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
+                         keep_budget: bool) -> list[c.Action]:
+        self.phase = EXECUTING
+        self.selected = option
+        self.cushion_accepted = cushion_accepted
+        if not keep_budget:
+            self.budget = option.budget
+        self.cushion = option.cushion if cushion_accepted else 0.0
+        self._delta_n_allowed = max(0, option.delta_n) if cushion_accepted else 0
+        config = dict(option.machines)
+        if not cushion_accepted and option.rounding == "a":  # the raise was the cushion: not taken
+            planner = self._planner(self.tasks_at_plan or self.remaining)
+            plain = planner.fastest_within(option.budget)
+            if plain is not None and plain != config:
+                config = plain
+                estimate = planner.estimate(plain)
+                self.selected = dataclasses.replace(
+                    option, machines=estimate.machines, makespan_s=estimate.makespan_s,
+                    makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=0.0,
+                    delta_n=estimate.delta_n, rounding="")
+        self._last_monitor = now
+        label = option.label if option.id == 0 else f"option {option.id} ({option.label})"
+        actions: list[c.Action] = [Notify(f"executing {label}: {_machines_text(config)}, budget "
+                                          f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else ""))]
+        actions.extend(self._move_to(config, now))
+        actions.extend(self._enforce_budget(now))
+        actions.append(WakeAt(now + self.settings.monitor_interval_s))  # the next check, on time
+        return actions
+
+    def _move_to(self, config: dict[str, int], now: float) -> list[c.Action]:
+        """Make ``config`` the plan: keep or acquire its machines, mark the others for release."""
+        self.config = dict(config)
+        estimate = self._planner(max(1, self.remaining)).estimate(config) if any(config.values()) else None
+        self._plan_end = {name: now + u * self.clusters[name].atu_s
+                          for name, u in (estimate.atus.items() if estimate else ())}
+        actions: list[c.Action] = []
+        for name in self.clusters:
+            want = config.get(name, 0)
+            live = self.live_machines(name)
+            kept = [m for m in live if m.release_at is None]
+            have = len(kept) + self._requested[name]
+            if have < want:
+                for m in sorted((m for m in live if m.release_at is not None), key=lambda m: -(m.release_at or 0)):
+                    if have >= want:
+                        break
+                    self._unmark(m)
+                    actions.extend(self._feed(m))  # it may have been left idle while marked
+                    have += 1
+                actions.extend(self._acquire(name, want - have, now))
+            elif have > want:
+                surplus = sorted(kept, key=lambda m: self._edge(m, now))[:have - want]
+                for m in surplus:
+                    actions.extend(self._mark(m, now, "the plan needs fewer machines of its cluster"))
+        return actions
+
+    def _acquire(self, name: str, n: int, now: float) -> list[c.Action]:
+        n = min(n, self.machines_allowed())
+        if n <= 0 or name not in self._active:
+            return []
+        reserve = self._reserve_new(name)
+        if reserve > 0 and self.budget is not None:
+            views = self._views(now)
+            plan = plan_releases(views, self.billings, self._tau_e(), self.budget - self._reserved_for_requested(),
+                                 self.cushion, spent_before=self._gone_spent(now),
+                                 release_margin_s=self.settings.release_margin_s,
+                                 horizon_s=self.settings.monitor_interval_s)
+            affordable = max(0, math.floor((plan.money_left - plan.reserved) / reserve + 1e-9))
+            if affordable < n:
+                self._short_of_money = True
+            n = min(n, affordable)
+        if n <= 0:
+            return []
+        self._requested[name] += n
+        return [c.Acquire(name, n)]
+
+    def _reserve_new(self, name: str) -> float:
+        """What a machine of ``name`` acquired now must have reserved: every ATU it begins before
+        the next check can let it go (the horizon and margin ``plan_releases`` reserves for a kept one)."""
+        billing = self.billings[name]
+        return billing.price * billing.atus_paid(self.settings.monitor_interval_s + self.settings.release_margin_s)
+
+    def _reserved_for_requested(self) -> float:
+        """The reservations of the machines asked for and not acquired yet."""
+        return sum(n * self._reserve_new(name) for name, n in self._requested.items() if n)
+
+    def _edge(self, m: c.Machine, now: float) -> float:
+        """When the machine's current ATU ends (absolute time)."""
+        return m.acquired_at + self.billings[m.cluster].paid_until(m.uptime(now))
+
+    def _mark(self, m: c.Machine, now: float, reason: str) -> list[c.Action]:
+        at = max(now, self._edge(m, now) - self.settings.release_margin_s)
+        if m.release_at is not None and m.release_at <= at:
+            return []
+        m.release_at = at
+        m.release_reason = reason
+        self._marked[m.id] = m
+        if at <= now + 1e-9:  # its edge is within the margin already: let go before this event ends
+            self._due_now = True
+        return [WakeAt(at)]
+
+    def _unmark(self, m: c.Machine) -> None:
+        m.release_at = None
+        m.release_reason = ""
+        self._marked.pop(m.id, None)
+
+    def _retire(self, machine: c.Machine, now: float, reason: str) -> None:
+        self._marked.pop(machine.id, None)
+        super()._retire(machine, now, reason)
+
+    def _gone_spent(self, now: float) -> float:
+        """``spent_before`` for the monitor, which prices a live machine's begun ATUs at its
+        cluster's price now: what the budget paid for machines no longer live, plus, after spot
+        price changes, the difference between what live machines' ATUs really cost and that."""
+        gone = 0.0
+        correction = 0.0
+        for m in self.machines.values():
+            if m.state is c.MachineState.GONE:
+                gone += self.machine_cost(m, now)[1]
+            elif m.cluster in self._price_log:
+                atus, cost = self.machine_cost(m, now)
+                correction += cost - atus * self.prices[m.cluster]
+        return gone + correction - self._sampling_not_budgeted()
+
+    def _tau_e(self) -> _TauE:
+        return _TauE(self.tail)
+
+    def _views(self, now: float) -> MachineTable:
+        """Every live machine as monitoring sees it, built straight into the monitor's columns
+        (one pass, the billing rule of ``atus_begun`` inlined per cluster)."""
+        names = list(self.clusters)
+        code_of = {name: k for k, name in enumerate(names)}
+        rules = [(cl.atu_s, cl.min_charge_s, self._plan_end.get(name, now)) for name, cl in self.clusters.items()]
+        ids, codes, ups, nts, rts, elapsed, lefts, marks = [], [], [], [], [], [], [], []
+        nan = math.nan
+        for m in self.machines.values():
+            if m.state is c.MachineState.GONE:
+                continue
+            code = code_of[m.cluster]
+            atu, min_charge, end = rules[code]
+            up = max(0.0, now - m.acquired_at)
+            edge = m.acquired_at + max(1, math.ceil(max(up, min_charge) / atu - 1e-9)) * atu
+            marked = m.release_at is not None
+            ids.append(m.id)
+            codes.append(code)
+            ups.append(up)
+            nts.append(m.nt)
+            rts.append(m.rt)
+            elapsed.append(now - m.running_since if m.held and m.running_since is not None else nan)
+            lefts.append(0 if marked else max(0, math.ceil((end - edge) / atu - 1e-9)))
+            marks.append(marked)
+        return MachineTable(tuple(ids), tuple(names), np.array(codes, dtype=np.intp), np.array(ups, dtype=float),
+                            np.array(nts, dtype=float), np.array(rts, dtype=float), np.array(elapsed, dtype=float),
+                            np.array(lefts, dtype=float), np.array(marks, dtype=bool))
+
+    def _tasks_not_started(self) -> int:
+        prefetched = sum(max(0, len(m.held) - 1) for m in self.live_machines())
+        return len(self._pending) + len(self._retry) + prefetched
+
+    def _monitor(self, now: float) -> list[c.Action]:
+        """§3.1 every monitoring interval: re-plan when N_e > N_p (+ dN), then keep to the budget."""
+        self._last_monitor = now
+        views = self._views(now)
+        result = check(views, self._tasks_not_started(), self.billings, self._tau_e(),
+                       self._delta_n_allowed, spent_before=self._gone_spent(now),
+                       release_margin_s=self.settings.release_margin_s)
+        actions: list[c.Action] = []
+        if not result.ok:
+            money = (self.budget + self.cushion - result.spent) if self.budget is not None else math.inf
+            new = self._planner(self.remaining).fastest_within(max(0.0, money)) if money > 0 else None
+            if new is not None and new != self.config:
+                reason = f"N_e {result.n_e} > N_p {result.n_p}" + (
+                    f" + dN {self._delta_n_allowed}" if self._delta_n_allowed else "")
+                self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason,
+                                              "machines": dict(new)})
+                actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
+                actions.extend(self._move_to(new, now))
+                views = None  # machines were marked or unmarked
+        actions.extend(self._enforce_budget(now, views))
+        actions.append(WakeAt(now + self.settings.monitor_interval_s))  # the next check, on time
+        return actions
+
+    def _enforce_budget(self, now: float, views: MachineTable | None = None) -> list[c.Action]:
+        """Mark every machine whose next ATU(s) the money left cannot pay (plan_releases)."""
+        if self.budget is None:
+            return []
+        plan = plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
+                             self.budget - self._reserved_for_requested(), self.cushion,
+                             spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
+                             horizon_s=self.settings.monitor_interval_s)
+        actions: list[c.Action] = []
+        for due in plan.release:
+            m = self.machines[due.machine]
+            if m.release_at is None:
+                actions.extend(self._mark(m, now, "the budget cannot pay its next ATU"))
+        return actions
+
+    # ------------------------------------------------------------ time
+    def _on_tick(self, ev: c.Tick) -> list[c.Action]:
+        now = ev.now
+        actions = super()._on_tick(ev)
+        if self.finished is not None:
+            return actions
+        if self.phase == SAMPLING:
+            self._drop_stranded_clusters()
+            actions.extend(self._end_sampling_if_complete(now))
+        actions.extend(self._release_marked(now, idle_too=True))
+        interval_over = now - self._last_monitor >= self.settings.monitor_interval_s - 1e-9
+        if self.phase == EXECUTING and self.remaining > 0 and (interval_over or not self._live):
+            actions.extend(self._monitor(now))
+        elif self.phase == SAMPLING and self.budget is not None and interval_over:
+            self._last_monitor = now  # implicit sampling spends the budget too
+            actions.extend(self._enforce_budget(now))
+            actions.append(WakeAt(now + self.settings.monitor_interval_s))
+        actions.extend(self._finish_if_stranded(now))
+        return actions
+
+    def _release_marked(self, now: float, *, idle_too: bool = False) -> list[c.Action]:
+        """Let go every marked machine whose moment has come (and, with ``idle_too``, every idle
+        one that cannot fit another task before it)."""
+        self._due_now = False
+        actions: list[c.Action] = []
+        for m in list(self._marked.values()):
+            if m.state is c.MachineState.GONE:
+                continue
+            due = m.release_at is not None and now >= m.release_at - 1e-9
+            if due or (idle_too and not m.held and not self._fits_before_release(m)):
+                actions.append(c.Release(m.id, m.release_reason))
+                actions.extend(self._requeue_held(m))
+                self._retire(m, now, m.release_reason)
+        return actions
+
+    def handle(self, event: c.Event) -> list[c.Action]:
+        actions = super().handle(event)
+        if self._due_now and self.finished is None:  # marked at an edge already within the margin:
+            actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
+            actions.extend(self._finish_if_stranded(event.now))
+        return actions
+
+    def _drop_stranded_clusters(self) -> None:
+        """A cluster with no machine left or coming (acquisition failed, machines lost) cannot
+        finish its replicated copies; the sample goes on without it."""
+        for name in list(self._active):
+            gone = not self.live_machines(name) and not self._requested[name] and self.machines_of(name)
+            if gone and not self._replace_possible(name):
+                self._deactivate(name)
+
+    def machines_of(self, cluster: str) -> list[c.Machine]:
+        return [m for m in self.machines.values() if m.cluster == cluster]
+
+    def _replace_possible(self, cluster: str) -> bool:
+        return self._lost_in_a_row[cluster] < c._GIVE_UP_AFTER
+
+    def _deactivate(self, name: str) -> None:
+        self._active.pop(name, None)
+        todo, self._replica_todo[name] = self._replica_todo.get(name, []), []
+        for task in todo:
+            self._close_copy(task)
+
+    def _on_acquire_failed(self, ev: c.AcquireFailed) -> list[c.Action]:
+        self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - ev.n)
+        if self.phase == SAMPLING and not self.live_machines(ev.cluster) and not self._requested[ev.cluster]:
+            self._deactivate(ev.cluster)
+            actions = self._end_sampling_if_complete(ev.now)
+            return actions + self._finish_if_stranded(ev.now)
+        return self._finish_if_stranded(ev.now)
+
+    def _replace_lost(self, machine: c.Machine, now: float) -> list[c.Action]:
+        name = machine.cluster
+        if self.remaining <= 0 or self._lost_in_a_row[name] >= c._GIVE_UP_AFTER:
+            return []
+        if self.phase == SAMPLING:
+            want = self._sampling_workers[name] if name in self._active else 0
+        elif self.phase == EXECUTING:
+            want = self.config.get(name, 0)
+        else:
+            return []
+        have = sum(1 for m in self.live_machines(name) if m.release_at is None) + self._requested[name]
+        return self._acquire(name, want - have, now) if have < want else []
+
+    def _finish_if_stranded(self, now: float) -> list[c.Action]:
+        if self.remaining == 0 or self._live or any(self._requested.values()):
+            return []
+        if self.phase == OFFERING:
+            return []  # waiting for the operator's choice
+        if self.budget is not None and (self._short_of_money or any(
+                m.release_reason.startswith("the budget") for m in self.machines.values())):
+            return [self._stop(f"the budget is spent: {self.remaining} task(s) did not run")]
+        return [self._stop("no machines left to run the remaining tasks")]
+
+    def _stop(self, reason: str) -> c.Finish:
+        self.finished = c.Finish("incomplete", reason)
+        return self.finished
+
+    # ------------------------------------------------------------ report
+    def not_run(self) -> list[int]:
+        """Ids of the tasks without a final outcome, ascending."""
+        ids = set(self._pending)
+        ids.update(task for task, _machine in self._retry)
+        ids.update(task for m in self.live_machines() for task, _attempt in m.held)
+        ids.update(task for task in self._replica_order if self._status[task] == c._RUNNING)
+        for todo in self._replica_todo.values():
+            ids.update(todo)
+        return sorted(t for t in ids if self._status[t] in (c._PENDING, c._RUNNING))
+
+    def report(self, now: float) -> dict:
+        figures = super().report(now)
+        total = figures["cost"]["total"]
+        sampling = self.sampling_cost if self.sampling_cost is not None else total
+        # rounded to the planner's money resolution (1e-9): a difference of two large float sums
+        # must not show a $0.0001 execution as 0.00010000000020
+        figures["cost"].update({"sampling": sampling, "execution": round(total - sampling, 9)})
+        figures["policy"] = "bats"
+        figures["phase"] = self.phase
+        figures["budget"] = self.budget
+        figures["cushion"] = self.cushion
+        figures["cushion_accepted"] = self.cushion_accepted
+        figures["sample_size"] = self.sample_size
+        figures["options"] = [option_record(o) for o in self.options]
+        figures["selected"] = None if self.selected is None else option_record(self.selected)
+        figures["estimates"] = {name: {"mean_s": mean, "sd_s": sd} for name, (mean, sd) in self.plan_estimates.items()}
+        figures["estimates_at_end"] = {name: {"mean_s": s.mean_s, "sd_s": s.sd_s}
+                                       for name, s in ((n, self._stats(n, now)) for n in self.estimates)}
+        figures["tasks_at_plan"] = self.tasks_at_plan
+        figures["reconfigurations"] = list(self.reconfigurations)
+        if self.remaining:
+            figures["tasks"]["not_run_ids"] = self.not_run()
+        return figures
+
+
+class _TauE:
+    """tau_e for monitoring: the sample tail of a cluster that has one, else the elapsed time."""
+
+    def __init__(self, tail: TailEstimates | None) -> None:
+        self.tail = tail
+
+    def _known(self, cluster: str) -> bool:
+        return self.tail is not None and cluster in self.tail.sorted_samples
+
+    def __call__(self, cluster: str, elapsed: float) -> float:
+        return self.tail(cluster, elapsed) if self._known(cluster) else max(float(elapsed), 0.0)  # type: ignore[misc]
+
+    def many(self, cluster: str, elapsed: np.ndarray) -> np.ndarray:
+        if self._known(cluster):
+            return self.tail.many(cluster, elapsed)  # type: ignore[union-attr]
+        return np.maximum(np.asarray(elapsed, dtype=float), 0.0)
+
+
+def _machines_text(config: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} x {name}" for name, n in config.items() if n) or "no machines"
+
+
+def _affordable(counts: dict[str, int], costs: Mapping[str, float], budget: float) -> dict[str, int]:
+    """Up to ``counts`` machines per cluster whose ``costs`` (the ATUs each begins before the first
+    check) fit ``budget``, one per cluster per round so that every cluster gets sampled if the money
+    allows it."""
+    given = {name: 0 for name in counts}
+    left = budget
+    progress = True
+    while progress:
+        progress = False
+        for name, n in counts.items():
+            cost = costs[name]
+            if given[name] < n and cost <= left + 1e-9:
+                given[name] += 1
+                left -= cost
+                progress = True
+    return given
+
+
+BatsCore._handlers = {**c.Core._handlers, ScheduleChosen: BatsCore._on_schedule_chosen,
+                      c.PriceChanged: BatsCore._on_price_changed}

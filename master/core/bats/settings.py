@@ -1,0 +1,52 @@
+"""What BaTS's core (:mod:`bats.master.core.bats.policy`) is set up with: :class:`Choice` is what the
+command-line flags decide, :class:`BatsSettings` what the config does. Plain data, no logic. (Its
+events and actions, ``ScheduleChosen`` in and ``OfferOptions``, ``WakeAt``, ``Notify`` out, are in
+:mod:`bats.master.core.events` and :mod:`bats.master.core.actions` with every other.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bats.common.config import SamplingConfig
+
+from ..planning.planner import DEFAULT_MAX_RAISE, Option
+
+
+@dataclass(frozen=True)
+class BatsSettings:
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    monitor_interval_s: float = 300.0
+    release_margin_s: float = 60.0
+    budget: float | None = None  # given up front: implicit sampling, the budget covers everything
+    cushion_accepted: bool = False  # with an up-front budget: may spend the rounding cushion too
+    max_raise: float = DEFAULT_MAX_RAISE
+    planner: str = "exact"  # "exact" or "ga"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How the operator decides (the command-line flags): see ``bats-master --help``."""
+
+    policy: str = "bats"  # "bats", "self" (every machine, no budget), "deadline", "adaptive" or "offers" (issue 5)
+    schedule: str | None = None  # cheapest, fastest, an option id or a budget ("$25"), after sampling
+    budget: float | None = None  # up front: implicit sampling, this budget covers everything
+    cushion: bool = False
+    plan_only: bool = False
+    planner: str = "exact"  # the Pareto set: "exact" (planner.py) or "ga" (seed 003's genetic algorithm)
+    all_options: bool = False  # show every option, not at most 15 well-spread ones
+    deadline: float | None = None  # --deadline: seconds from the start (policies "deadline" and "offers")
+
+    @property
+    def decided(self) -> bool:
+        """Whether the run needs no one to answer a prompt."""
+        return self.policy != "bats" or self.schedule is not None or self.budget is not None or self.plan_only
+
+
+def option_record(option: Option) -> dict[str, Any]:
+    """An option as the report holds it."""
+    return {"id": option.id, "label": option.label, "also": list(option.also), "machines": dict(option.machines),
+            "makespan_atu": option.makespan_atu, "makespan_s": option.makespan_s, "cost": option.cost,
+            "cushion": option.cushion, "budget": option.budget, "delta_n": option.delta_n,
+            "rounding": option.rounding, "pareto": option.pareto}

@@ -1,0 +1,1 @@
+"""``--deadline`` (seed 004): the cheapest plan that meets a deadline, an integer linear program."""

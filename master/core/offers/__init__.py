@@ -1,0 +1,1 @@
+"""``--policy offers`` (seed 002): the bag split across pools by composing their offers."""

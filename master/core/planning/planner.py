@@ -1,0 +1,828 @@
+"""Budget estimates and schedules: the bounded-knapsack planner of seed 000 "BaTS" §2.3 and §4.3.
+
+Pure math, no I/O, no clock, no randomness. Input: per cluster its mean task runtime T_i (seconds,
+from :mod:`bats.master.core.planning.estimate`), price c_i per ATU per machine, ATU length, optional minimum
+charge and maximum machine count A_i; and the number of tasks N.
+
+Estimates (§2.3, seed lines ~365-385). For a configuration {a_i}:
+
+    T_e = N / sum_i (a_i / T_i)                      (makespan, seconds)
+    B_e = sum_i a_i * c_i * u_i(T_e)                 (cost)
+    u_i(t) = ceil(max(t, min_charge_i) / atu_i)      (ATUs a machine of cluster i starts in t > 0)
+
+The paper assumes one ATU for all clusters, where B_e = ceil(T_e/ATU) * sum_i a_i c_i exactly as
+printed. Real clouds differ, so each cluster is billed in its own ATUs for the makespan; the
+scalar ``makespan_atu`` is ceil(T_e / ATU) for the *longest* ATU among the clusters in use (the
+paper's number when all ATUs agree) and ``atus`` gives u_i per cluster in use.
+
+Fastest configuration within a budget (the paper's modified bounded knapsack, seed lines
+~387-470): maximise the speed S = sum_i a_i/T_i subject to B_e <= B, 0 <= a_i <= A_i. The paper
+runs a 0-1 knapsack DP over the cost per ATU W = sum_i a_i c_i keeping the best speed P(W) per cost
+level, then filters the candidates (W, P(W)) by W * ceil(N / (ATU * P(W))) <= B and takes the
+fastest. We keep that idea and its exactness argument, in a form that also covers per-cluster
+ATUs and float prices:
+
+* Clusters are grouped by billing rule (atu, min_charge); within a group the cost is
+  W_g * u_g(T_e). For each group we build the exact frontier of (W_g, S_g): every configuration
+  of the group's clusters whose speed is strictly higher than that of every cheaper-per-ATU one.
+  The bounded items are split in binary (1, 2, 4, ..., rest machines: the 0-1 reduction the paper
+  cites) and merged one at a time, keeping only non-dominated points (Nemhauser-Ullmann lists):
+  the list replaces the DP table over all cost levels, with the same result P(W) at every level
+  where P improves.
+* Why this is exact: take any configuration a. Its group parts a_g lie on or below the frontier:
+  there is a frontier point with W'_g <= W_g and S'_g >= S_g. Using those, the total speed is no
+  lower, so T_e and every u_g(T_e) are no higher, and the cost sum_g W'_g u_g is no higher. So an
+  optimal (fastest-within-B) configuration and every Pareto point of (makespan, cost) is found
+  among the combinations of group frontier points; we evaluate those exactly and filter.
+* With one billing rule (the paper's setting) the candidates are that one frontier. With several,
+  they are the product of the group frontiers (capped at ``MAX_CANDIDATES``; ValueError beyond).
+* A cluster is never given more machines than there are tasks: A_i is taken as min(max_i, N).
+
+An overall machine limit K (``max_machines``; seed 003 §3.1, "a limit on the overall number of
+machines"): every configuration the planner returns - fastest_within, the schedules (cases a and b),
+options, pareto, all_machines - has sum_i a_i <= K (:meth:`Planner.estimate` evaluates whatever it
+is given). When K >= sum_i A_i it cannot bind and planning is the above, same code and speed.
+Otherwise each A_i is also capped at K and:
+
+* The (W, S) pruning is no longer safe: the point beating another may use more machines, and
+  only the other may still fit beside the rest under K. So each group keeps the points that no
+  other beats in all of W (lower or equal), S (higher or equal) and machine count c (lower or
+  equal), and drops a point as soon as c > K (adding machines only raises c). The prune sweeps
+  the counts upwards: a point is kept when its speed beats the points of its own count with
+  lower-or-equal W and a staircase (the best S at or below each W) of the points kept at lower
+  counts; both merged lists are already sorted, so each merge is one linear-time stable sort.
+* Why this is exact: W, S and c are sums over the items, so a point beaten in all three stays
+  beaten after adding any further items (the Nemhauser-Ullmann argument with one more
+  coordinate), and one above K stays above it. Hence for any configuration a with sum a_i <= K
+  each group has a kept point with W' <= W_g, S' >= S_g, c' <= c_g; together they use no more
+  than sum c_g <= K machines, run at least as fast, so T_e and every u_g are no higher and the
+  cost is no higher: the argument above with the count carried along. The candidates are the
+  combinations of group points whose counts sum to at most K (counted from the groups' count
+  histograms before any is built, against ``MAX_CANDIDATES``). With one billing rule, once every
+  point is within K the plain (W, S) prune is safe again and is applied to the final list.
+* Clamped counts: while R machines are still to come (items of the group not merged yet, plus
+  what the other groups can add), a point with c' <= K - R machines fits beside every completion
+  that fits beside any other point, so for pruning each count is read as max(c, K - R): a point
+  beaten in W and S by one whose clamped count is no higher is dropped. Early on (R >= K) this is
+  the plain rule; in the last merges most counts collapse into one, which keeps the fronts small.
+* "Every machine in use" (:attr:`Planner.all_machines`, B_fastest, the "fastest" schedule, where
+  case (a) stops and case (b)'s alternative) is the fastest configuration within the cap, the
+  cheapest of equally fast ones; it uses exactly K machines.
+* Cost: up to K + 1 points per cost level instead of one. Seed 003's pools (its six EC2 types,
+  on-demand and spot at $0.003-$0.13/h, 1,000 tasks) plan exactly in 0.1-0.2 s with K = 100
+  (20-100 and 40-60-100), the paper's two-cluster scenarios in 15-20 ms with K = 40.
+
+Showing a large front: :func:`spread` picks at most 15 options (seed 003's threshold), always
+with the cheapest, the fastest and the four labelled schedules, the rest farthest-first.
+
+Complexity: sum_i ceil(log2(A_i + 1)) merges, each O(F log F) for a frontier of F points, where
+F <= min(prod_i (A_i + 1), 1 + sum_i A_i c_i / delta) (delta: the money resolution below) - in
+practice a few hundred to a few thousand points, against the paper's
+O(sum_i A_i * sum_i c_i A_i) table. Every query (fastest within B, Pareto set) is then O(F) over
+numpy arrays. Speeds are floats; two speeds within a relative 1e-12 count as equal.
+
+Money resolution: every price is turned into an integer number of units of 10^-k currency, with k
+the smallest in 0..9 for which all prices are whole (prices typed with up to 9 decimals are
+therefore exact; finer ones are rounded to 1e-9), divided by the prices' common divisor. Costs and
+budgets are compared in these integer units, so 1632 <= 0.85 * 1920 never fails on float noise; a
+budget is converted through its shortest decimal form and rounded down to a whole unit.
+
+The rounding problem (§2.3, seed lines ~480-560). For a configuration with makespan T_e a machine
+of cluster k is paid for M_k = u_k(T_e) * atu_k seconds (the paper's M ATUs), in which it runs on
+average n_k = floor(M_k / T_k) tasks; dN = N - sum_k a_k n_k. (M is the schedule's *output*
+makespan, the ATUs its configuration is paid for, not the possibly longer time floor(B / W) the
+budget would buy; Theorem 1's proof uses N <= sum_k a_k M / T_k, which holds for both.) Theorem 1: dN <= sum_k a_k (as
+M_k >= T_e it holds per cluster ATU too; tested as a property). When dN > 0:
+
+* case (a), the configuration does not yet use every machine of every cluster ("has not reached
+  the upper limit of machines on all participating types": we read "participating types" as all
+  configured clusters, so (32, 0) of S4-1 is case a): raise the budget in steps of 1 % of the
+  schedule's reference budget - B_min1 for the cheap schedules, B_fastest for the fast ones, as
+  in §4.3 "in 1% increments from 80% of B_fastest ... at 0.85*B_fastest" - and re-solve, until
+  dN <= 0 or the threshold (``max_raise``, 20 % of the reference by default; the paper names a
+  threshold but no value) is reached, or the solution uses every machine (no more money helps).
+  The cushion is the raise, B_i - B: Table 2 lists S3-4's Sched1 as B_min1 = $513 with a $11
+  cushion for the (0, 29) configuration found at 1.02 * B_min1 = $523.26 (the paper rounds up to
+  whole dollars; we keep the exact raise, $10.26).
+* case (b), every machine is in use, or case (a) found nothing within the threshold (then the
+  *original* configuration is kept): the cushion pays for running the dN tasks that do not fit,
+  one each on dN machines of the configuration (Theorem 1 guarantees there are enough), each
+  extended by the ATUs it needs to run one more task, ceil((n_k + 1) T_k / atu_k) - u_k (>= 1),
+  choosing the cheapest machines first. This is §4.3's S4-1 Sched4: dN = 3 on (32, 32) gives
+  "3 machines from cluster1 running for at most one more ATU", $9.
+
+The four schedules of §4.3 (seed lines ~1612-1645): B_min1 is "the budget needed for the bag's
+execution on 1 machine of the most profitable type"; we take the cluster whose single machine runs
+the bag for the least money, min_i c_i u_i(N T_i) (the most profitable by 1/(T_i c_i) up to ATU
+rounding). B_fastest is the cost of the configuration using all machines (under an overall cap, the
+fastest one within it). The schedules are the
+fastest configurations within B_min1 ("cheapest"), 1.2 B_min1 ("+20%"), 0.8 B_fastest
+("fastest-20%") and B_fastest ("fastest"), each refined for dN as above. :func:`options` adds
+every Pareto-optimal configuration of (makespan_s, cost) ("pareto"); a Pareto option *is* a
+configuration (raising its budget would give another Pareto point), so its cushion is case (b)'s.
+Options that come out as the same configuration are merged (first label kept, the others in
+``also``), sorted by cost then makespan and numbered from 1.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..base import atus_begun
+
+DEFAULT_MAX_RAISE = 0.2  # case (a) threshold, as a fraction of the schedule's reference budget
+RAISE_STEP = Fraction(1, 100)  # case (a) steps: 1 % of the reference budget
+MAX_CANDIDATES = 4_000_000  # product of group frontiers beyond which planning refuses
+_MAX_DECIMALS = 9
+_EPS = 1e-9  # ceil/floor guard against float noise on an exact integer
+_SPEED_TOL = 1e-12  # relative: speeds (and makespans) this close are equal
+_INT_LIMIT = 2**62
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPlan:
+    """One cluster as the planner sees it. ``mean_s`` is T_i; ``price`` is per ATU per machine."""
+
+    name: str
+    mean_s: float
+    price: float
+    atu_s: float = 3600.0
+    max: int = 1
+    min_charge_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.mean_s) and self.mean_s > 0):
+            raise ValueError(f"cluster {self.name!r}: mean runtime must be a finite number > 0, got {self.mean_s!r}")
+        if not (math.isfinite(self.price) and self.price >= 0):
+            raise ValueError(f"cluster {self.name!r}: price must be a finite number >= 0, got {self.price!r}")
+        if not (math.isfinite(self.atu_s) and self.atu_s > 0):
+            raise ValueError(f"cluster {self.name!r}: ATU must be > 0 seconds, got {self.atu_s!r}")
+        if not (math.isfinite(self.min_charge_s) and self.min_charge_s >= 0):
+            raise ValueError(f"cluster {self.name!r}: min_charge must be >= 0 seconds, got {self.min_charge_s!r}")
+        if isinstance(self.max, bool) or not isinstance(self.max, int) or self.max < 0:
+            raise ValueError(f"cluster {self.name!r}: max must be an integer >= 0, got {self.max!r}")
+
+    @classmethod
+    def from_config(cls, config: Any, mean_s: float, max_machines: int | None = None) -> ClusterPlan:
+        """From a :class:`bats.common.config.ClusterConfig` (``min_charge_s`` read if it has one)."""
+        return cls(name=config.name, mean_s=mean_s, price=config.price, atu_s=config.atu_s,
+                   max=config.max if max_machines is None else max_machines,
+                   min_charge_s=getattr(config, "min_charge_s", 0.0))
+
+    def units(self, seconds: float) -> int:
+        """u_i: ATUs a machine starts when it is up for ``seconds`` (0 for no time at all)."""
+        if seconds <= 0:
+            return 0
+        return atus_begun(seconds, self.atu_s, self.min_charge_s)  # the one billing rule
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A configuration and what it is expected to take: T_e, B_e, dN."""
+
+    machines: dict[str, int]  # every cluster, 0 included
+    makespan_s: float  # T_e
+    makespan_atu: int  # ceil(T_e / longest ATU in use)
+    atus: dict[str, int]  # u_i per cluster in use
+    cost: float  # B_e
+    delta_n: int  # N - sum a_k floor(M_k / T_k); <= 0 means no rounding risk
+
+
+@dataclass(frozen=True)
+class Option:
+    """One proposed schedule (§4.3) or Pareto point; the report's ``options`` entries."""
+
+    id: int
+    label: str  # "cheapest", "+20%", "fastest-20%", "fastest", "pareto", or "budget"
+    machines: dict[str, int]
+    makespan_s: float
+    makespan_atu: int
+    cost: float  # B_e of ``machines``
+    cushion: float  # extra money beyond ``budget`` for the rounding problem (0: none needed)
+    budget: float  # the budget the schedule was planned for (a Pareto point: its cost)
+    delta_n: int  # dN of ``machines``
+    rounding: str  # "" (dN <= 0 from the start), "a" (budget raised), "b" (cushion pays dN tasks)
+    pareto: bool  # the configuration is Pareto-optimal in (makespan_s, cost)
+    also: tuple[str, ...] = ()  # other labels that produced the same configuration
+
+
+class Planner:
+    """All planning questions for one set of clusters and N tasks; builds the candidates once."""
+
+    def __init__(self, clusters: Sequence[ClusterPlan], n_tasks: int, max_machines: int | None = None) -> None:
+        if isinstance(n_tasks, bool) or not isinstance(n_tasks, int) or n_tasks < 1:
+            raise ValueError(f"the number of tasks must be an integer >= 1, got {n_tasks!r}")
+        if max_machines is not None:
+            if isinstance(max_machines, bool) or not isinstance(max_machines, (int, np.integer)) or max_machines < 0:
+                raise ValueError(f"the overall machine limit must be an integer >= 0, got {max_machines!r}")
+            max_machines = int(max_machines)
+        names = [c.name for c in clusters]
+        if not names:
+            raise ValueError("no clusters to plan with")
+        if len(set(names)) != len(names):
+            raise ValueError(f"cluster names repeat: {names}")
+        self.clusters = tuple(clusters)
+        self.n_tasks = n_tasks
+        self._index = {name: i for i, name in enumerate(names)}
+        self._scale, self._unit_div, self._units = _money_units([c.price for c in clusters])
+        # A cluster never needs more machines than there are tasks, nor than the overall limit.
+        self.max_machines = max_machines
+        cap = n_tasks if max_machines is None else min(n_tasks, max_machines)
+        self._limits = [min(c.max, cap) for c in clusters]
+        # The overall limit matters only when it is below the sum of the limits; otherwise it is
+        # planned exactly as without one (same code, same speed).
+        self._cap = max_machines if max_machines is not None and max_machines < sum(self._limits) else None
+        self._top = list(self._limits)  # "every machine in use"; under a binding cap set when built
+        self._built = False  # the candidates are built on the first question that needs them
+
+    # ---------------------------------------------------------------- money units
+    def money(self, units: int | Fraction) -> float:
+        """Units -> currency."""
+        if isinstance(units, Fraction):
+            return float(units * self._unit_div / self._scale)
+        return int(units) * self._unit_div / self._scale  # int / int: correctly rounded
+
+    def to_units(self, amount: float | Fraction) -> Fraction:
+        """Currency -> units, exact (a float through its shortest decimal form)."""
+        if not isinstance(amount, Fraction) and not math.isfinite(amount):
+            raise ValueError(f"a budget must be a finite amount, got {amount!r}")
+        value = amount if isinstance(amount, Fraction) else Fraction(Decimal(repr(float(amount))))
+        return value * self._scale / self._unit_div
+
+    # ---------------------------------------------------------------- one configuration
+    def _config(self, machines: Mapping[str, int]) -> list[int]:
+        config = [0] * len(self.clusters)
+        for name, count in machines.items():
+            if name not in self._index:
+                raise ValueError(f"unknown cluster {name!r} (known: {', '.join(self._index)})")
+            if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+                raise ValueError(f"cluster {name!r}: machine count must be an integer >= 0, got {count!r}")
+            config[self._index[name]] = int(count)
+        return config
+
+    def _cost_units(self, config: Sequence[int]) -> tuple[float, list[int], int]:
+        """(T_e, u_i per cluster, B_e in units) of a configuration."""
+        speed = math.fsum(a / c.mean_s for a, c in zip(config, self.clusters))
+        if speed <= 0:
+            raise ValueError("a configuration needs at least one machine")
+        makespan = self.n_tasks / speed
+        atus = [c.units(makespan) if a else 0 for a, c in zip(config, self.clusters)]
+        cost = sum(a * w * u for a, w, u in zip(config, self._units, atus))
+        return makespan, atus, cost
+
+    def _delta_n(self, config: Sequence[int], atus: Sequence[int]) -> int:
+        done = sum(a * math.floor(u * c.atu_s / c.mean_s + _EPS)
+                   for a, u, c in zip(config, atus, self.clusters) if a)
+        return self.n_tasks - done
+
+    def estimate(self, machines: Mapping[str, int]) -> Estimate:
+        """T_e, B_e, the ATUs and dN of a configuration (missing clusters count 0 machines)."""
+        config = self._config(machines)
+        makespan, atus, cost = self._cost_units(config)
+        in_use = [i for i, a in enumerate(config) if a]
+        longest = max(self.clusters[i].atu_s for i in in_use)
+        return Estimate(
+            machines={c.name: a for c, a in zip(self.clusters, config)},
+            makespan_s=makespan,
+            makespan_atu=math.ceil(makespan / longest - _EPS),
+            atus={self.clusters[i].name: atus[i] for i in in_use},
+            cost=self.money(cost),
+            delta_n=self._delta_n(config, atus),
+        )
+
+    def _cushion_units(self, config: Sequence[int], atus: Sequence[int], delta_n: int) -> int:
+        """Case (b): the cheapest dN one-task extensions of the configuration's machines."""
+        if delta_n <= 0:
+            return 0
+        slots = []  # (extra cost per machine, machines available)
+        for a, u, w, c in zip(config, atus, self._units, self.clusters):
+            if a:
+                n_k = math.floor(u * c.atu_s / c.mean_s + _EPS)
+                extra = max(1, math.ceil((n_k + 1) * c.mean_s / c.atu_s - _EPS) - u)
+                slots.append((w * extra, a))
+        slots.sort(key=lambda slot: slot[0])
+        total, left = 0, delta_n
+        for price, count in slots:
+            take = min(count, left)
+            total += take * price
+            left -= take
+            if not left:
+                break
+        return total  # Theorem 1: left == 0 here
+
+    # ---------------------------------------------------------------- candidates
+    def _build_candidates(self) -> None:
+        if self._built:
+            return
+        n = len(self.clusters)
+        groups: dict[tuple[float, float], list[int]] = {}
+        for i, c in enumerate(self.clusters):
+            groups.setdefault((c.atu_s, c.min_charge_s), []).append(i)
+        self._groups = list(groups)
+        if self._cap is not None:
+            weights, speed, config = self._capped_candidates(list(groups.values()))
+        else:
+            fronts = [_group_frontier(members, self.clusters, self._units, self._limits, n)
+                      for members in groups.values()]
+            size = math.prod(len(front[0]) for front in fronts)
+            if size > MAX_CANDIDATES:
+                raise ValueError(f"{len(fronts)} different billing rules (ATU, min_charge) make {size} candidate "
+                                 f"configurations (at most {MAX_CANDIDATES}); use fewer distinct ATUs")
+            weights = fronts[0][0][:, None]
+            speed, config = fronts[0][1], fronts[0][2]
+            for w, s, cfg in fronts[1:]:
+                left = np.repeat(np.arange(len(speed)), len(s))
+                right = np.tile(np.arange(len(s)), len(speed))
+                weights = np.column_stack([weights[left], w[right]])
+                speed = speed[left] + s[right]
+                config = config[left] + cfg[right]
+        keep = speed > 0
+        self._group_of = [self._groups.index((c.atu_s, c.min_charge_s)) for c in self.clusters]
+        self._speed = speed[keep]
+        self._machines = config[keep]
+        makespan = self.n_tasks / self._speed
+        units = np.zeros((len(self._speed), len(self._groups)), dtype=np.int64)
+        for g, (atu, min_charge) in enumerate(self._groups):
+            units[:, g] = np.ceil(np.maximum(makespan, min_charge) / atu - _EPS)
+        weights = weights[keep]
+        bound = int(weights.max(initial=0)) * int(units.max(initial=0)) * len(self._groups)
+        if bound < _INT_LIMIT:
+            cost = (weights * units).sum(axis=1)
+        else:  # exact Python integers when int64 could overflow
+            cost = (weights.astype(object) * units.astype(object)).sum(axis=1)
+        self._makespan = makespan
+        self._group_units = units
+        self._cost = cost
+        self._built = True
+        if self._cap is not None:  # "every machine in use": the fastest configuration at the cap
+            near = np.flatnonzero(self._speed >= self._speed.max() * (1 - _SPEED_TOL))
+            row = int(near[np.argmin(self._cost[near])]) if len(near) > 1 else int(near[0])
+            self._top = [int(a) for a in self._machines[row]]
+
+    def _capped_candidates(self, groups: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(W per group, S, configuration) of the candidates under the overall cap (module doc)."""
+        cap = self._cap
+        assert cap is not None
+        n = len(self.clusters)
+        # The front is the same in any merge order; the most profitable clusters first (least
+        # money per task) keep the intermediate fronts smaller: about 15 % faster on seed 003's mix.
+        room = [min(cap, sum(self._limits[i] for i in members)) for members in groups]
+        fronts = [_group_frontier_capped(sorted(members, key=lambda i: self._units[i] * self.clusters[i].mean_s),
+                                         self.clusters, self._units, self._limits, n, cap, sum(room) - room[g])
+                  for g, members in enumerate(groups)]
+        # The exact number of combinations within the cap, before building any: convolve the
+        # fronts' histograms of machine counts (floats: only compared with MAX_CANDIDATES).
+        within = np.zeros(cap + 1)
+        within[0] = 1.0
+        for front in fronts:
+            within = np.convolve(within, np.bincount(front[3], minlength=cap + 1).astype(float))[:cap + 1]
+        size = within.sum()
+        if size > MAX_CANDIDATES:
+            raise ValueError(f"{len(fronts)} different billing rules (ATU, min_charge) make {size:.0f} candidate "
+                             f"configurations (at most {MAX_CANDIDATES}); use fewer distinct ATUs")
+        weight, speed, config, count = fronts[0]
+        if len(fronts) == 1:
+            # One billing rule and every point within the cap: now a point with lower-or-equal W
+            # and higher-or-equal S does make the other one useless (cost = W * u(T_e)).
+            keep = _front2(weight, speed)
+            return weight[keep][:, None], speed[keep], config[keep]
+        weights = weight[:, None]
+        for w, s, cfg, cnt in fronts[1:]:
+            order = np.argsort(cnt, kind="stable")
+            w, s, cfg, cnt = w[order], s[order], cfg[order], cnt[order]
+            per_left = np.searchsorted(cnt, cap - count, side="right")  # partners that keep the sum <= cap
+            left = np.repeat(np.arange(len(speed)), per_left)
+            starts = np.cumsum(per_left) - per_left
+            right = np.arange(int(per_left.sum())) - np.repeat(starts, per_left)
+            weights = np.column_stack([weights[left], w[right]])
+            speed = speed[left] + s[right]
+            config = config[left] + cfg[right]
+            count = count[left] + cnt[right]
+        return weights, speed, config
+
+    @property
+    def candidate_count(self) -> int:
+        self._build_candidates()
+        return len(self._speed)
+
+    def _fastest_index(self, budget_units: Fraction) -> int | None:
+        self._build_candidates()
+        limit = math.floor(budget_units)
+        if self._cost.dtype != object:
+            limit = min(limit, _INT_LIMIT)  # every int64 cost is below it; keeps numpy from overflowing
+        feasible = np.flatnonzero(self._cost <= limit)
+        if not len(feasible):
+            return None
+        speeds = self._speed[feasible]
+        best = speeds.max()
+        near = feasible[speeds >= best * (1 - _SPEED_TOL)]
+        return int(near[np.argmin(self._cost[near])]) if len(near) > 1 else int(near[0])
+
+    def _config_dict(self, row: int) -> dict[str, int]:
+        return {c.name: int(a) for c, a in zip(self.clusters, self._machines[row])}
+
+    def fastest_within(self, budget: float) -> dict[str, int] | None:
+        """The fastest configuration whose estimated cost B_e is within ``budget`` (None: none is).
+
+        Among equally fast configurations the cheapest is returned."""
+        row = self._fastest_index(self.to_units(budget))
+        return None if row is None else self._config_dict(row)
+
+    # ---------------------------------------------------------------- schedules
+    @property
+    def all_machines(self) -> dict[str, int]:
+        """"Every machine in use": each cluster's limit; under a binding overall cap, the fastest
+        configuration within it (the cheapest of equally fast ones)."""
+        return {c.name: a for c, a in zip(self.clusters, self._top_config())}
+
+    def _top_config(self) -> list[int]:
+        if self._cap is not None:
+            self._build_candidates()
+        return self._top
+
+    def min_budget(self) -> float | None:
+        """B_min1: the bag on one machine of the cluster that runs it for the least money."""
+        units = self._min_budget_units()
+        return None if units is None else self.money(units)
+
+    def _min_budget_units(self) -> int | None:
+        costs = [w * c.units(self.n_tasks * c.mean_s)
+                 for w, c, limit in zip(self._units, self.clusters, self._limits) if limit]
+        return min(costs) if costs else None
+
+    def fastest_budget(self) -> float | None:
+        """B_fastest: the cost of running the bag on all available machines (:attr:`all_machines`)."""
+        if not any(self._limits):
+            return None
+        return self.estimate(self.all_machines).cost
+
+    def schedule_within(self, budget: float, *, reference: float | None = None,
+                        max_raise: float = DEFAULT_MAX_RAISE, label: str = "budget") -> Option | None:
+        """The fastest configuration within ``budget``, refined for dN (cases a and b).
+
+        Case (a) raises the budget in steps of 1 % of ``reference`` (default: ``budget``) up to
+        ``max_raise`` times it. Returns None when no configuration fits the budget.
+        """
+        budget_units = self.to_units(budget)
+        ref_units = budget_units if reference is None else self.to_units(reference)
+        return self._schedule(budget_units, ref_units, Fraction(repr(float(max_raise))), label)
+
+    def _schedule(self, budget_units: Fraction, ref_units: Fraction, max_raise: Fraction, label: str) -> Option | None:
+        row = self._fastest_index(budget_units)
+        if row is None:
+            return None
+        config = [int(a) for a in self._machines[row]]
+        _makespan, atus, _cost = self._cost_units(config)
+        delta_n = self._delta_n(config, atus)
+        cushion: Fraction | int = 0
+        rounding = ""
+        if delta_n > 0:
+            top = self._top_config()
+            raised = self._raise_budget(budget_units, ref_units, max_raise) if config != top else None
+            if raised is not None:
+                config, cushion = raised
+                rounding = "a"
+            else:
+                cushion = self._cushion_units(config, atus, delta_n)
+                rounding = "b"
+                if config != top:  # more money leads to every machine: is that cheaper in all?
+                    _m, all_atus, all_cost = self._cost_units(top)
+                    all_cushion = self._cushion_units(top, all_atus, self._delta_n(top, all_atus))
+                    if all_cost + all_cushion < _cost + cushion and all_cost + all_cushion <= (1 + max_raise) * ref_units:
+                        config, cushion = list(top), all_cost + all_cushion - budget_units
+                        rounding = "a" if all_cost + all_cushion > budget_units else "b"
+        estimate = self.estimate(self._as_dict(config))
+        return Option(id=0, label=label, machines=estimate.machines, makespan_s=estimate.makespan_s,
+                      makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=self.money(cushion),
+                      budget=self.money(budget_units), delta_n=estimate.delta_n, rounding=rounding, pareto=False)
+
+    def _raise_budget(self, budget_units: Fraction, ref_units: Fraction,
+                      max_raise: Fraction) -> tuple[list[int], Fraction] | None:
+        """Case (a): B_i = B + i * 1 % * reference until dN <= 0; (configuration, B_i - B) or None."""
+        step = ref_units * RAISE_STEP
+        if step <= 0:
+            return None
+        i = 1
+        while i * step <= max_raise * ref_units:
+            row = self._fastest_index(budget_units + i * step)
+            if row is not None:
+                config = [int(a) for a in self._machines[row]]
+                _makespan, atus, _cost = self._cost_units(config)
+                if self._delta_n(config, atus) <= 0:
+                    return config, i * step
+                if config == self._top_config():
+                    return None  # every machine in use: more money cannot help
+            i += 1
+        return None
+
+    def _as_dict(self, config: Sequence[int]) -> dict[str, int]:
+        return {c.name: a for c, a in zip(self.clusters, config)}
+
+    def pareto(self) -> list[Estimate]:
+        """Every Pareto-optimal (makespan_s, cost) configuration, fastest first; one per point."""
+        self._build_candidates()
+        order = np.lexsort((self._cost.astype(float), self._makespan)) if len(self._cost) else np.array([], int)
+        kept: list[int] = []
+        best_cost = None
+        for row in order:  # O(F) after the sort
+            cost = self._cost[row]
+            if best_cost is not None and cost >= best_cost:
+                continue
+            if kept and self._makespan[row] <= self._makespan[kept[-1]] * (1 + _SPEED_TOL):
+                kept.pop()  # the same makespan (to float noise) for less money
+            kept.append(int(row))
+            best_cost = cost
+        return self._row_estimates(np.array(kept, dtype=np.int64))
+
+    def _row_estimates(self, rows: np.ndarray) -> list[Estimate]:
+        """:meth:`estimate` of many candidates at once, from the candidate arrays (same formulas)."""
+        machines = self._machines[rows].astype(np.int64)
+        in_use = machines > 0
+        atus = np.where(in_use, self._group_units[rows][:, self._group_of], 0)
+        mean = np.array([c.mean_s for c in self.clusters])
+        atu = np.array([c.atu_s for c in self.clusters])
+        done = (np.floor(atus * atu / mean + _EPS).astype(np.int64) * machines).sum(axis=1)
+        makespan = self._makespan[rows]
+        longest = np.where(in_use, atu, 0.0).max(axis=1)
+        makespan_atu = np.ceil(makespan / longest - _EPS).astype(np.int64)
+        names = [c.name for c in self.clusters]
+        result = []
+        for r in range(len(rows)):
+            counts = machines[r].tolist()
+            result.append(Estimate(
+                machines=dict(zip(names, counts)),
+                makespan_s=float(makespan[r]),
+                makespan_atu=int(makespan_atu[r]),
+                atus={name: int(u) for name, u, a in zip(names, atus[r], counts) if a},
+                cost=self.money(self._cost[rows[r]]),
+                delta_n=self.n_tasks - int(done[r]),
+            ))
+        return result
+
+    def options(self, max_raise: float = DEFAULT_MAX_RAISE, front: Sequence[Estimate] | None = None) -> list[Option]:
+        """The four schedules of §4.3 and the Pareto set, merged by configuration, numbered from 1.
+
+        ``front`` replaces the exact Pareto set by another estimate of it (seed 003's genetic
+        algorithm, :func:`bats.master.core.planning.ga.ga_front`); ``pareto`` then means "on that front"."""
+        b_min = self._min_budget_units()
+        if b_min is None:
+            return []
+        b_fast = Fraction(self._cost_units(self._top_config())[2])
+        raise_by = Fraction(repr(float(max_raise)))
+        named = [("cheapest", Fraction(b_min), Fraction(b_min)),
+                 ("+20%", Fraction(6, 5) * b_min, Fraction(b_min)),
+                 ("fastest-20%", Fraction(4, 5) * b_fast, b_fast),
+                 ("fastest", b_fast, b_fast)]
+        merged: dict[tuple[int, ...], Option] = {}
+        for label, budget, ref in named:
+            option = self._schedule(budget, ref, raise_by, label)
+            if option is None:
+                continue
+            key = tuple(option.machines.values())
+            if key in merged:  # one configuration, several labels: the tightest budget that buys it
+                first = merged[key]
+                merged[key] = replace(first, also=first.also + (label,),
+                                      budget=min(first.budget, option.budget),
+                                      cushion=first.cushion if first.budget <= option.budget else option.cushion)
+            else:
+                merged[key] = option
+        for estimate in self.pareto() if front is None else front:
+            key = tuple(estimate.machines.values())
+            if key in merged:
+                merged[key] = replace(merged[key], pareto=True)
+                continue
+            cushion = 0
+            if estimate.delta_n > 0:
+                config = list(key)
+                _makespan, atus, _cost = self._cost_units(config)
+                cushion = self._cushion_units(config, atus, estimate.delta_n)
+            merged[key] = Option(id=0, label="pareto", machines=estimate.machines, makespan_s=estimate.makespan_s,
+                                 makespan_atu=estimate.makespan_atu, cost=estimate.cost,
+                                 cushion=self.money(cushion), budget=estimate.cost, delta_n=estimate.delta_n,
+                                 rounding="b" if cushion else "", pareto=True)
+        ordered = sorted(merged.values(), key=lambda o: (o.cost, o.makespan_s))
+        return [replace(option, id=i) for i, option in enumerate(ordered, start=1)]
+
+
+def _money_units(prices: Sequence[float]) -> tuple[int, int, list[int]]:
+    """(10^k, common divisor g, price units): price_i = units_i * g / 10^k, see the module doc."""
+    scale = 10**_MAX_DECIMALS
+    for k in range(_MAX_DECIMALS + 1):
+        scaled = [p * 10**k for p in prices]
+        if all(abs(s - round(s)) <= 1e-9 * max(1.0, s) for s in scaled):
+            scale = 10**k
+            break
+    units = [round(Decimal(repr(float(p))) * scale) for p in prices]
+    divisor = math.gcd(*units) or 1
+    return scale, divisor, [u // divisor for u in units]
+
+
+def _group_frontier(members: Sequence[int], clusters: Sequence[ClusterPlan], units: Sequence[int],
+                    limits: Sequence[int], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (W, S, configuration) points of one billing group where S beats every cheaper W."""
+    weight = np.zeros(1, dtype=np.int64)
+    speed = np.zeros(1)
+    config = np.zeros((1, n), dtype=np.int32)
+    if sum(units[i] * limits[i] for i in members) >= _INT_LIMIT:
+        raise ValueError("prices times machine counts are too large to plan with")
+    for i in members:
+        left, chunk = limits[i], 1
+        while left > 0:
+            q = min(chunk, left)  # binary split of the bounded item: 1, 2, 4, ..., rest
+            left -= q
+            chunk *= 2
+            added = config.copy()
+            added[:, i] += q
+            weight = np.concatenate([weight, weight + q * units[i]])
+            speed = np.concatenate([speed, speed + q / clusters[i].mean_s])
+            config = np.concatenate([config, added])
+            order = np.lexsort((-speed, weight))  # cost per ATU up, speed down
+            sorted_speed = speed[order]
+            previous = np.empty_like(sorted_speed)
+            previous[0] = -1.0
+            previous[1:] = np.maximum.accumulate(sorted_speed)[:-1]
+            keep = order[sorted_speed > previous * (1 + _SPEED_TOL)]
+            weight, speed, config = weight[keep], speed[keep], config[keep]
+    return weight, speed, config
+
+
+def _front2(weight: np.ndarray, speed: np.ndarray) -> np.ndarray:
+    """Indices of the points whose speed beats every point with lower-or-equal W (cheapest first)."""
+    order = np.lexsort((-speed, weight))
+    sorted_speed = speed[order]
+    previous = np.empty_like(sorted_speed)
+    previous[0] = -1.0
+    previous[1:] = np.maximum.accumulate(sorted_speed)[:-1]
+    return order[sorted_speed > previous * (1 + _SPEED_TOL)]
+
+
+def _front3(weight: np.ndarray, speed: np.ndarray, count: np.ndarray,
+            order: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the points that no other point beats in (W, S, machine count), see the module doc.
+
+    One pass per machine count, smallest first: a point is kept when its speed beats every point
+    of its own count with lower-or-equal W (as :func:`_front2`) and the staircase of the points
+    kept at smaller counts (the best speed for each W, found by a binary search); the kept ones
+    are then merged into the staircase. ``order``: the points by count, then W, then speed
+    down, when the caller knows it. The result is in that order, one point per (count, W)."""
+    if order is None:
+        order = np.lexsort((-speed, weight, count))
+    w, s, c = weight[order], speed[order], count[order]
+    edges = [0, *(np.flatnonzero(np.diff(c)) + 1).tolist(), len(c)]
+    kept = np.zeros(len(c), dtype=bool)
+    stair_w = np.zeros(0, dtype=w.dtype)  # increasing W, increasing S: the best S for W and below
+    stair_s = np.zeros(0)
+    for lo, hi in itertools.pairwise(edges):
+        lw, ls = w[lo:hi], s[lo:hi]
+        previous = np.empty_like(ls)
+        previous[0] = -1.0
+        previous[1:] = np.maximum.accumulate(ls)[:-1]
+        if len(stair_w):
+            at = np.searchsorted(stair_w, lw, side="right") - 1
+            previous = np.maximum(previous, np.where(at >= 0, stair_s[np.maximum(at, 0)], -1.0))
+        better = ls > previous * (1 + _SPEED_TOL)
+        kept[lo:hi] = better
+        if better.any() and hi < len(c):
+            # Two runs sorted by W; at an equal W the new point is the faster (it beat the stair).
+            merged_w = np.concatenate([stair_w, lw[better]])
+            by_w = np.argsort(merged_w, kind="stable")
+            merged_w, merged_s = merged_w[by_w], np.concatenate([stair_s, ls[better]])[by_w]
+            previous = np.empty_like(merged_s)
+            previous[0] = -1.0
+            previous[1:] = np.maximum.accumulate(merged_s)[:-1]
+            front = merged_s > previous * (1 + _SPEED_TOL)
+            stair_w, stair_s = merged_w[front], merged_s[front]
+    return order[kept]
+
+
+def _merge_order(weight: np.ndarray, speed: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The order of :func:`_front3` for a front followed by a shifted copy of part of it.
+
+    Both runs are sorted by (count, W, speed down) with one point per (count, W), so a stable
+    sort on one integer key merges them in linear time; a key met twice (once per run) puts the
+    faster point first."""
+    span = int(weight.max()) + 1
+    if (int(count.max()) + 1) * span >= _INT_LIMIT:
+        return np.lexsort((-speed, weight, count))
+    key = count * span + weight
+    order = np.argsort(key, kind="stable")
+    key, fast = key[order], speed[order]
+    swap = np.flatnonzero((key[1:] == key[:-1]) & (fast[1:] > fast[:-1]))
+    order[swap], order[swap + 1] = order[swap + 1], order[swap].copy()
+    return order
+
+
+def _group_frontier_capped(members: Sequence[int], clusters: Sequence[ClusterPlan], units: Sequence[int],
+                           limits: Sequence[int], n: int, cap: int,
+                           outside: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_group_frontier` under an overall cap: the (W, S, configuration, machine count) points
+    of one billing group that no other point beats in all of W, S and count, counts <= ``cap``.
+
+    ``outside``: how many machines the other groups can add. Counts are compared clamped from
+    below at ``cap - R``, R the machines still to come (this group's items not merged yet plus
+    ``outside``): a point with c' <= cap - R machines can take any completion that fits beside any
+    other point, so it beats points with more machines too (module doc)."""
+    weight = np.zeros(1, dtype=np.int64)
+    speed = np.zeros(1)
+    config = np.zeros((1, n), dtype=np.int32)
+    count = np.zeros(1, dtype=np.int64)
+    if sum(units[i] * limits[i] for i in members) >= _INT_LIMIT:
+        raise ValueError("prices times machine counts are too large to plan with")
+    to_come = outside + sum(limits[i] for i in members)
+    for i in members:
+        left, chunk = limits[i], 1
+        while left > 0:
+            q = min(chunk, left)  # the same binary split as without a cap
+            left -= q
+            chunk *= 2
+            to_come -= q
+            fits = count + q <= cap  # more machines never bring a count back under the cap
+            added = config[fits]
+            added[:, i] += q  # (boolean indexing copies)
+            weight = np.concatenate([weight, weight[fits] + q * units[i]])
+            speed = np.concatenate([speed, speed[fits] + q / clusters[i].mean_s])
+            count = np.concatenate([count, count[fits] + q])
+            config = np.concatenate([config, added])
+            if to_come < cap:  # clamped: many points share a (count, W) key, so no linear merge
+                compared = np.maximum(count, cap - to_come)
+                keep = _front3(weight, speed, compared)
+            else:
+                keep = _front3(weight, speed, count, _merge_order(weight, speed, count))
+            weight, speed, config, count = weight[keep], speed[keep], config[keep], count[keep]
+    return weight, speed, config, count
+
+
+# ---------------------------------------------------------------- showing a large front
+LABELLED = ("cheapest", "+20%", "fastest-20%", "fastest")  # the four schedules of §4.3
+SPREAD_SIZE = 15  # seed 003 §3: "a minimum number of configurations from which the user has to choose"
+
+
+def spread(options: Sequence[Option], k: int = SPREAD_SIZE) -> list[Option]:
+    """At most ``k`` of ``options``, well spread along the front, for showing a large Pareto set.
+
+    Always kept: the cheapest option (least cost, then least makespan), the fastest (least
+    makespan, then least cost) and every option labelled with one of the four schedules of §4.3
+    (its ``label`` or one of its ``also`` in cheapest, +20%, fastest-20%, fastest). When those
+    alone are ``k`` or more they are all returned and nothing else, even past ``k`` (from
+    :meth:`Planner.options` that is at most 6 options).
+
+    The rest are added one at a time, farthest first (Gonzalez's traversal): each step takes the
+    option whose distance to the nearest option already kept is largest, distances being
+    Euclidean in (makespan, cost), each divided by its range over ``options`` (a range of 0
+    counts 0); ties go to the earlier option in ``options``. So it is deterministic, the largest
+    gap along the front is always the next one halved, crowded stretches of the front get no
+    more than their share, and options at a point already kept come last.
+
+    The options are returned unchanged (ids included, not renumbered), in their order in
+    ``options``. Fewer than ``k + 1`` options are returned as they are.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be an integer >= 0, got {k!r}")
+    options = list(options)
+    if len(options) <= k:
+        return options
+    positions = range(len(options))
+    required = {min(positions, key=lambda i: (options[i].cost, options[i].makespan_s, i)),
+                min(positions, key=lambda i: (options[i].makespan_s, options[i].cost, i))}
+    required.update(i for i in positions if {options[i].label, *options[i].also} & set(LABELLED))
+    if len(required) < k:
+        points = np.array([(o.makespan_s, o.cost) for o in options], dtype=float)
+        span = points.max(axis=0) - points.min(axis=0)
+        points = (points - points.min(axis=0)) / np.where(span > 0, span, 1.0)
+        chosen = sorted(required)
+        nearest = np.min(np.linalg.norm(points[:, None, :] - points[None, chosen, :], axis=2), axis=1)
+        nearest[chosen] = -1.0  # never picked again
+        while len(chosen) < k:
+            pick = int(np.argmax(nearest))  # the first of equally far ones
+            chosen.append(pick)
+            nearest = np.minimum(nearest, np.linalg.norm(points - points[pick], axis=1))
+            nearest[pick] = -1.0
+        required = set(chosen)
+    return [options[i] for i in sorted(required)]
+
+
+# ---------------------------------------------------------------- module-level conveniences
+def estimate(config: Mapping[str, int], clusters: Sequence[ClusterPlan], n_tasks: int) -> Estimate:
+    """T_e = N / sum a_i/T_i, makespan in seconds and ATUs, B_e and dN of one configuration."""
+    return Planner(clusters, n_tasks).estimate(config)
+
+
+def fastest_within(budget: float, clusters: Sequence[ClusterPlan], n_tasks: int,
+                   max_machines: int | None = None) -> dict[str, int] | None:
+    """The bounded-knapsack solution: the fastest configuration whose B_e fits ``budget``
+    (and, with ``max_machines``, that uses at most that many machines in all)."""
+    return Planner(clusters, n_tasks, max_machines).fastest_within(budget)
+
+
+def options(clusters: Sequence[ClusterPlan], n_tasks: int, max_raise: float = DEFAULT_MAX_RAISE,
+            max_machines: int | None = None) -> list[Option]:
+    """The four schedules of §4.3 plus the Pareto set, numbered from 1 by cost."""
+    return Planner(clusters, n_tasks, max_machines).options(max_raise)

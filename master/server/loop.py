@@ -1,0 +1,802 @@
+"""The real-time driver: a ZeroMQ ROUTER socket, provisioner plugins and the journal around the core.
+
+How this works. One thread, one loop: poll the ROUTER socket, decode and validate each frame
+(:mod:`bats.common.protocol`), turn it into a core event stamped with ``time.time()``, and carry out
+the actions the core answers with: send a task, ask a provisioner for machines or give them back,
+journal a result. Every ``TICK_S`` the loop also commits the journal, sends heartbeats, declares
+workers lost that were silent past the liveness limit or whose process the provisioner reports
+gone, and lets the core check boot timeouts. A frame that fails validation, comes from a peer that
+never said hello, or carries a bad token is logged and dropped; it never changes state.
+
+Cloud hooks (see :mod:`bats.provisioners.base`): a provisioner with a ``price_poll_s`` is asked for
+its cluster's price that often (and once before the run starts); a price that differs from the
+core's is fed as ``PriceChanged``, next to the CSV traces of emulated spot markets. A worker's
+``interruption`` (a spot interruption notice) makes its machine lost at once, so the core re-queues
+its tasks, and the machine is given back before the cloud takes it. After every acquisition, a
+provisioner's ``usable_max`` below the cluster's ``max`` lowers the ``max`` the core plans with.
+
+No dollar goes unrecorded. Before an acquisition is asked for, its intent (cluster, count, time) is
+committed to the journal (meta ``acquiring``); it is removed, in the same commit as the machines
+it brought or later, only once no attempt of it can still answer. A ``--resume`` (or
+``bats-master cleanup``) that finds a machine of this run the journal never heard of bills it
+from its intent's time (:mod:`bats.master.state.leftovers`). A machine that comes after its acquisition
+was given up on is fed to the core as ``MachineCameLate``: charged, journaled, released.
+
+Provisioner calls (acquire, release, status) never run on this thread: :mod:`bats.master.server.calls`
+runs them on daemon threads with a timeout and retries with backoff, one call of each kind at a
+time per provisioner (never two acquisitions at once), and the loop picks up their
+outcomes every tick, so a failing or hanging back end never holds up dispatch. At the end
+(:meth:`Server._shutdown`, also after SIGTERM/Ctrl-C, and after a second signal without waiting
+for the run to stop) every machine still held is released, the master waits up to
+``SHUTDOWN_WAIT_S`` for the releases, and logs which machines were released, which were kept
+(``--keep-machines``) and which could not be released.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import itertools
+import logging
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import zmq
+from bats.common.config import Config
+from bats.common.protocol import (
+    MAX_FRAME_BYTES,
+    WORKER_TYPES,
+    ProtocolError,
+    decode_all,
+    encode,
+)
+from bats.master import core as c
+from bats.master.cli.choosing import Chooser, StopRun
+from bats.master.core.bats import policy as b
+from bats.master.core.offers.compose import Offer
+from bats.master.state.bag import Bag
+from bats.master.state.journal import Journal, JournalError
+from bats.provisioners.base import MachineHandle, MachineState, Provisioner
+from zmq.auth.thread import ThreadAuthenticator
+
+from .calls import Calls, Outcome
+from .security import MasterKeys, secure_router
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.2  # loop housekeeping period: journal commit, liveness, heartbeats
+STATUS_POLL_S = 1.0  # how often provisioners are asked about their machines
+MACHINE_SNAPSHOT_S = 2.0  # how often live machines' uptime is journaled (cost survives a crash)
+DRAIN_BATCH = 2000  # frames handled before housekeeping gets a turn
+SHUTDOWN_WAIT_S = 60.0  # how long the master waits for the last provisioner calls (releases) at exit
+EARLY_HELLOS = 256  # hellos held while acquisitions are in flight (their machine ids are not known yet)
+ACQUIRE_ATTEMPTS = 5  # an acquisition is tried this often (backoff 1, 2, 4, 8 s) before the core hears it failed
+# plain ints: pyzmq's flag enums cost an enum construction per ``|`` on the hot path
+_NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
+_RCVMORE = int(zmq.RCVMORE)
+
+
+@dataclass
+class _Peer:
+    machine: str
+    identity: bytes
+    last_seen: float  # time.monotonic()
+    key: str | None = None  # the connection's CurveZMQ client key (None without encryption)
+
+
+class Server:
+    """Runs one session of a bag: see the module docstring."""
+
+    def __init__(
+        self,
+        core: c.Core,
+        bag: Bag,
+        config: Config,
+        journal: Journal,
+        provisioners: dict[str, Provisioner],
+        socket: zmq.Socket,
+        session: int,
+        task_timeout_s: float | None = None,
+        on_tick: Callable[[Server], None] | None = None,
+        chooser: Chooser | None = None,
+        secure: bool = False,
+        keep_machines: bool = False,
+    ) -> None:
+        self.core = core
+        self.bag = bag
+        self.config = config
+        self.journal = journal
+        self.provisioners = provisioners
+        self.socket = socket
+        self.session = session
+        self.task_timeout_s = task_timeout_s
+        self.on_tick = on_tick
+        self.chooser = chooser
+        self.plan_s: float | None = None  # wall time of the planning step that ended sampling
+        self._planning = getattr(core, "phase", None) == b.SAMPLING
+        self._plan_journaled = False
+        self._price_feed: list[tuple[float, str, float]] = []
+        self._price_polled: dict[str, float] = {}  # cluster -> time.monotonic() of its last price_now()
+        self.handles: dict[str, MachineHandle] = {}
+        self.peers: dict[bytes, _Peer] = {}  # zmq identity -> peer
+        self.peer_of: dict[str, _Peer] = {}  # machine id -> its current peer
+        self.finish: c.Finish | None = None
+        self.stop_reason: str | None = None
+        self.dropped_frames = 0
+        # CurveZMQ: each machine is bound to the client key of the first connection that presented
+        # its token; a hello from another key is refused (see bats.master.server.security)
+        self.secure = secure
+        self.bound_keys: dict[str, str] = {}
+        self._frame_key: str | None = None  # client key of the frame being handled (secure)
+        self.keep_machines = keep_machines  # on a stop by signal, leave machines running
+        self.calls = Calls()
+        # one call of each kind at a time per provisioner: a hung status query never holds up a release
+        self._locks = {(name, kind): threading.Lock() for name in provisioners for kind in ("acquire", "release", "status")}
+        self.released: list[str] = []  # "machine (native id)" given back, for the summary at exit
+        self.kept: list[str] = []
+        self.release_failed: list[str] = []
+        self._shutting_down = False
+        self._intents: dict[int, dict] = {}  # acquisitions some attempt of which may still bring machines
+        self._intents_done: set[int] = set()
+        self._intent_ids = itertools.count(1)  # ... of those, the ones no attempt can answer any more
+        self._early: dict[str, tuple[bytes, dict, str | None]] = {}  # hellos that came before their acquisition returned
+        self._on_outcome = {"acquire": self._acquired, "release": self._released, "status": self._statuses}
+        self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
+        self._execute = {
+            c.Dispatch: self._do_dispatch,
+            c.RecordResult: self._do_record,
+            c.Acquire: self._do_acquire,
+            c.Release: self._do_release,
+            c.IgnoreResult: self._do_ignore,
+            c.Finish: self._do_finish,
+            c.OfferOptions: self._do_offer,
+            c.WakeAt: self._do_wake,
+            c.Notify: self._do_notify,
+            c.AskOffers: self._do_ask_offers,
+        }
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> c.Finish:
+        """Run until the core finishes; returns its :class:`~bats.master.core.base.Finish`."""
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._poll_prices(time.time(), time.monotonic())  # the clouds' prices before anything is bought
+            started = time.time()
+            self._feed(c.RunStarted(started))
+            # spot price traces (emulation): (time, cluster, price), fed as they come due
+            self._price_feed = sorted((started + offset, name, price)
+                                      for name, cl in self.config.clusters.items() if cl.price_trace is not None
+                                      for offset, price in zip(cl.price_trace.offsets, cl.price_trace.prices))
+            # Waiting happens inside libzmq: a blocking receive that gives up after a tick. That is
+            # cheaper per wake-up than a Python-level poller (measured: about 1.2x the throughput).
+            self.socket.setsockopt(zmq.RCVTIMEO, int(TICK_S * 1000))
+            next_tick = time.monotonic()
+            timers = {"status": 0.0, "snapshot": 0.0, "heartbeat": 0.0}
+            while self.finish is None:
+                if self.stop_reason is not None:
+                    self._feed(c.StopRequested(time.time(), self.stop_reason))
+                    break
+                self._drain()
+                mono = time.monotonic()
+                if mono >= next_tick:
+                    next_tick = mono + TICK_S
+                    self._housekeeping(mono, timers)
+        except KeyboardInterrupt:  # a second signal: stop now, but still give every machine back
+            log.warning("stopping at once; releasing machines")
+            if self.finish is None:
+                self.finish = c.Finish("incomplete", self.stop_reason or "interrupted")
+        try:
+            self._shutdown()
+        finally:  # the handlers stay while machines are given back: a third signal does not cut that short
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        assert self.finish is not None
+        return self.finish
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self._shutting_down:
+            log.warning("%s: already stopping; still giving machines back", name)
+            return
+        if self.stop_reason is not None:
+            raise KeyboardInterrupt  # a second signal: stop waiting politely
+        self.stop_reason = f"stopped by {name}"
+        log.warning("%s: stopping; machines will be %s", name,
+                    "kept running (--keep-machines)" if self.keep_machines else "released")
+
+    def _drain(self) -> None:
+        """Wait up to a tick for a frame, handle it and every frame already waiting (up to a batch),
+        then send the replies: one frame per peer holding all its messages of the batch, so a burst
+        of short tasks costs one ZeroMQ message instead of one each."""
+        sock = self.socket
+        recv, more = sock.recv, sock.getsockopt
+        secure, peers = self.secure, self.peers
+        self._outbox = outbox = {}
+        flags = 0  # the first receive blocks (up to RCVTIMEO); the rest take only what is there
+        try:
+            for _ in range(DRAIN_BATCH):
+                try:
+                    identity = recv(flags)
+                except zmq.Again:
+                    break
+                flags = _NOBLOCK
+                if secure:  # every frame carries its connection's client key (the ZAP User-Id)
+                    body = recv(_NOBLOCK, copy=False)
+                    key = self._frame_key = body.get("User-Id")
+                    parts = [identity, body.bytes]
+                    peer = peers.get(identity)
+                    if peer is not None and peer.key != key:
+                        self._impostor(peer)
+                else:
+                    parts = [identity, recv(_NOBLOCK)]  # a ROUTER message always has a body after the identity
+                while more(_RCVMORE):
+                    parts.append(recv(_NOBLOCK))
+                self._on_frame(parts)
+                if self.finish is not None:
+                    break
+        finally:
+            self._outbox = None
+            send = sock.send
+            for identity, frames in outbox.items():
+                try:  # all of a peer's messages of this batch in one frame (see protocol.decode_all)
+                    send(identity, _SNDMORE_NOBLOCK)
+                    send(frames[0] if len(frames) == 1 else b"".join(frames), _NOBLOCK)
+                except zmq.Again:
+                    log.warning("send queue full for peer %s; frame dropped", identity.hex())
+
+    def _feed(self, event: c.Event) -> None:
+        """Hand an event to the core and carry out its actions at once (an action may feed more
+        events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
+        execute = self._execute
+        if self._planning:  # the event that ends the sampling phase carries the planning step
+            started = time.perf_counter()
+            actions = self.core.handle(event)
+            if self.core.phase != b.SAMPLING:  # type: ignore[attr-defined]
+                self._planning = False
+                self.plan_s = time.perf_counter() - started
+        else:
+            actions = self.core.handle(event)
+        for action in actions:
+            execute[type(action)](action)
+
+    # ------------------------------------------------------------ frames in
+    def _drop(self, peer: str, reason: str) -> None:
+        self.dropped_frames += 1
+        if self.dropped_frames <= 100 or self.dropped_frames % 1000 == 0:
+            log.warning("dropped frame from %s: %s (%d dropped so far)", peer, reason, self.dropped_frames)
+
+    def _on_frame(self, parts: list[bytes]) -> None:
+        identity = parts[0]
+        if len(parts) != 2:
+            peer = self.peers.get(identity)
+            self._drop(peer.machine if peer else f"peer {identity.hex()}", f"expected 1 frame, got {len(parts) - 1}")
+            return
+        try:
+            messages = decode_all(parts[1], WORKER_TYPES)
+        except ProtocolError as exc:
+            peer = self.peers.get(identity)
+            self._drop(peer.machine if peer else f"peer {identity.hex()}", str(exc))
+            return
+        for msg in messages:
+            self._on_message(identity, msg)
+
+    def _on_message(self, identity: bytes, msg: dict) -> None:
+        kind = msg["type"]
+        if kind == "hello":
+            self._on_hello(identity, msg)
+            return
+        peer = self.peers.get(identity)  # looked up per message: a hello earlier in the frame counts
+        if peer is None:
+            if kind == "bye":  # a worker the master released (and forgot) saying goodbye
+                log.debug("bye from released peer %s", identity.hex())
+                return
+            self._drop(f"peer {identity.hex()}", f"{kind} before hello")
+            self._send(identity, encode("unknown"))
+            return
+        peer.last_seen = time.monotonic()
+        if kind == "result":
+            self._feed(c.TaskFinished(
+                time.time(), peer.machine, msg["task"], msg["attempt"], msg["exit_code"],
+                float(msg["runtime_s"]), msg["timed_out"], msg["ask"],
+                _as_bytes(msg["stdout"]), _as_bytes(msg["stderr"]),
+            ))
+        elif kind == "ask":
+            self._feed(c.WorkerAsked(time.time(), peer.machine, msg["n"]))
+        elif kind == "bye":
+            self._forget(peer)
+            self._feed(c.MachineLost(time.time(), peer.machine, f"worker left ({msg['reason']})"))
+        elif kind == "interruption":  # the cloud takes the machine soon: its tasks go elsewhere now
+            reason = f"spot interruption notice ({msg['action'][:20]} at {msg['time'][:40]})"
+            log.warning("%s: %s; its tasks go back into the bag", peer.machine, reason)
+            self._send(peer.identity, encode("stop", reason=reason))
+            self._forget(peer)
+            self._lose(peer.machine, reason, time.time())
+        # heartbeat: last_seen is all it updates
+
+    def _on_hello(self, identity: bytes, msg: dict, key: str | None = None) -> None:
+        machine_id = msg["machine"]
+        handle = self.handles.get(machine_id)
+        if self.secure and key is None:
+            key = self._frame_key
+        if handle is None and self.calls.busy("acquire", msg["cluster"]):
+            self._collect_calls()  # the acquisition that started this worker may have just returned
+            handle = self.handles.get(machine_id)
+            if handle is None and self.calls.busy("acquire", msg["cluster"]) and len(self._early) < EARLY_HELLOS:
+                self._early[machine_id] = (identity, msg, key)  # answered once the acquisition returns
+                return
+        if (handle is None or msg["cluster"] != handle.cluster
+                or not hmac.compare_digest(msg["token"].encode(), handle.token.encode())):
+            handle = self._join(msg)  # a worker started by hand (manual) may take a seat
+        if handle is None:
+            self._drop(f"peer {identity.hex()}", f"hello from unknown machine {machine_id!r} or bad token")
+            self._send(identity, encode("stop", reason="unknown machine or bad token"))
+            return
+        machine_id = handle.machine_id  # a worker started by hand is known by the seat it took
+        if self.secure:
+            if identity[:1] == b"\0":  # ROUTER-assigned ids are predictable: see _impostor
+                self._drop(f"peer {identity.hex()}", f"hello for {machine_id} from a connection without a random id")
+                self._send(identity, encode("stop", reason="connect with a random routing id (bats-worker does)"))
+                return
+            if not key or self.bound_keys.setdefault(machine_id, key) != key:
+                # no client key, or the token was first used by a connection with another key
+                self._drop(f"peer {identity.hex()}", f"hello for {machine_id} from a second client key; "
+                           "its token is bound to the connection that used it first")
+                self._send(identity, encode("stop", reason="token already used by another connection"))
+                return
+        machine = self.core.machines.get(machine_id)
+        if machine is None or machine.state is c.MachineState.GONE:
+            self._send(identity, encode("stop", reason="machine is no longer part of the run"))
+            return
+        old = self.peer_of.get(machine_id)
+        if old is not None:
+            self.peers.pop(old.identity, None)
+        peer = _Peer(machine_id, identity, time.monotonic(), key)
+        self.peers[identity] = peer
+        self.peer_of[machine_id] = peer
+        log.info("%s joined from %s (%d cpus, worker %s)", machine_id, msg["host"], msg["cpus"], msg["version"])
+        self._send(identity, encode("welcome", machine=machine_id, heartbeat_s=self.config.master.heartbeat_s,
+                                    liveness_s=self.config.master.liveness_s,
+                                    prefetch=self.config.master.worker_capacity - 1))
+        self._feed(c.MachineUp(time.time(), machine_id))
+
+    def _join(self, msg: dict) -> MachineHandle | None:
+        """A worker no provisioner started (``manual``): its cluster's provisioner may seat it in one
+        of the machines it was asked for."""
+        provisioner = self.provisioners.get(msg["cluster"])
+        if provisioner is None:
+            return None
+        try:
+            handle = provisioner.join(msg["machine"], msg["token"])
+        except Exception as exc:  # a plugin's failure must not take the master down
+            log.error("cluster %s: join of %r failed: %s", msg["cluster"], msg["machine"], exc)
+            return None
+        return handle if handle is not None and self.handles.get(handle.machine_id) is handle else None
+
+    def _impostor(self, peer: _Peer) -> None:
+        """A frame from a known peer's identity but another client key: a new connection took the
+        identity of one that dropped (libzmq's own ids are predictable; bats-worker picks a random
+        one, and hellos from the predictable ones are refused). Nothing more goes to that identity:
+        the real worker reconnects and says hello again with its own key."""
+        log.warning("%s: a connection with another client key took its connection id; forgetting it",
+                    peer.machine)
+        self._forget(peer)
+
+    def _forget(self, peer: _Peer) -> None:
+        self.peers.pop(peer.identity, None)
+        if self.peer_of.get(peer.machine) is peer:
+            del self.peer_of[peer.machine]
+
+    # ------------------------------------------------------------ actions out
+    def _send(self, identity: bytes, frame: bytes) -> None:
+        if self._outbox is not None:  # inside _drain: sent at the end of the batch
+            self._outbox.setdefault(identity, []).append(frame)
+            return
+        try:
+            self.socket.send(identity, _SNDMORE_NOBLOCK)
+            self.socket.send(frame, _NOBLOCK)
+        except zmq.Again:
+            log.warning("send queue full for peer %s; frame dropped", identity.hex())
+
+    def _do_dispatch(self, action: c.Dispatch) -> None:
+        peer = self.peer_of.get(action.machine)
+        if peer is None:  # cannot happen: the core dispatches only to machines that asked
+            log.error("dispatch of task %d to %s, which is not connected", action.task, action.machine)
+            return
+        self._send(peer.identity, encode("task", task=action.task, attempt=action.attempt,
+                                         command=self.bag.command(action.task), timeout_s=self.task_timeout_s))
+
+    def _do_record(self, action: c.RecordResult) -> None:
+        self.journal.record_result(
+            action.task, action.status, action.exit_code, action.runtime_s, action.machine,
+            action.attempts, action.timed_out, action.stdout, action.stderr, time.time(),
+        )
+        if action.status == "failed":
+            log.info("task %d failed on %s (exit %d%s)", action.task, action.machine, action.exit_code,
+                     ", timed out" if action.timed_out else "")
+
+    def _call(self, kind: str, cluster: str, fn: Callable[[Provisioner], object], context: object = None,
+              attempts: int | None = 1, late: Callable[[object], None] | None = None,
+              quiet: Callable[[], None] | None = None) -> None:
+        """Run ``fn(provisioner)`` off this thread (see :mod:`bats.master.server.calls`); its outcome comes
+        back through ``_on_outcome[kind]`` on a later tick."""
+        provisioner = self.provisioners[cluster]
+        self.calls.submit(kind, cluster, lambda: fn(provisioner), context=context,
+                          timeout_s=provisioner.call_timeout_s(), attempts=attempts, late=late,
+                          lock=self._locks[cluster, kind], quiet=quiet)
+
+    def _collect_calls(self) -> None:
+        for outcome in self.calls.poll():
+            self._on_outcome[outcome.kind](outcome)
+        self._close_intents()
+        for machine_id, early in list(self._early.items()):  # no acquisition left that could know them
+            if not self.calls.busy("acquire", early[1]["cluster"]) and self._early.pop(machine_id, None):
+                self._on_hello(*early)
+
+    def _do_acquire(self, action: c.Acquire) -> None:
+        if self._shutting_down:
+            return
+        n, cluster, asked_at = action.n, action.cluster, time.time()
+        intent = next(self._intent_ids)
+        self._intents[intent] = {"session": self.session, "cluster": cluster, "n": n, "asked_at": asked_at}
+        self.journal.set_meta("acquiring", list(self._intents.values()))
+        if not self._flush_journal():  # on disk before anything is launched, or nothing is launched
+            self._feed(c.AcquireFailed(asked_at, cluster, n, "the journal could not be written"))
+            return
+        self._call("acquire", cluster, lambda p: p.acquire(n), context=(n, asked_at), attempts=ACQUIRE_ATTEMPTS,
+                   late=lambda handles: self._release_unwanted(cluster, handles, asked_at),
+                   quiet=lambda: self._intents_done.add(intent))
+
+    def _close_intents(self) -> None:
+        """Forget the acquisitions that can bring no more machines (after their machines are journaled)."""
+        if self._intents_done:
+            for intent in self._intents_done:
+                self._intents.pop(intent, None)
+            self._intents_done.clear()
+            self.journal.set_meta("acquiring", list(self._intents.values()))
+
+    def _release_unwanted(self, cluster: str, handles: object, asked_at: float) -> None:
+        """Machines that came after the run stopped wanting them (a timed-out acquisition that
+        answered late, or one that answered after the run ended): charged, journaled, given back."""
+        if not isinstance(handles, list) or not handles:
+            return
+        log.warning("cluster %s: %d machine(s) came after they were given up on; releasing them: %s",
+                    cluster, len(handles), ", ".join(_describe(h) for h in handles))
+        now = time.time()
+        for handle in handles:
+            self.handles[handle.machine_id] = handle
+            self._feed(c.MachineCameLate(now, handle.machine_id, handle.cluster, asked_at))
+        self._flush_journal()
+
+    def _acquired(self, outcome: Outcome) -> None:
+        cluster, (n, asked_at) = outcome.cluster, outcome.context
+        if self.core.finished is not None or self._shutting_down:
+            self._release_unwanted(cluster, outcome.value, asked_at)
+            return
+        self._limit_cluster(cluster, self.provisioners[cluster].usable_max)
+        if not outcome.ok:
+            log.error("cluster %s: acquiring %d machine(s) failed after %d attempt(s): %s", cluster, n,
+                      outcome.attempts, outcome.error)
+            self._feed(c.AcquireFailed(time.time(), cluster, n, str(outcome.error)))
+            return
+        handles = outcome.value
+        assert isinstance(handles, list)
+        now = time.time()
+        for handle in handles:
+            self.handles[handle.machine_id] = handle
+            self._feed(c.MachineAcquired(now, handle.machine_id, handle.cluster))
+            self._journal_machine(self.core.machines[handle.machine_id], now)
+        if handles:  # money is being spent: on disk now, not at the next tick, so a crash cannot lose it
+            self._flush_journal()
+        missing = n - len(handles)
+        if missing > 0:
+            self._feed(c.AcquireFailed(now, cluster, missing, "provisioner returned fewer machines"))
+        log.info("cluster %s: acquired %d machine(s)", cluster, len(handles))
+        for handle in handles:  # workers that said hello before the acquisition returned
+            early = self._early.pop(handle.machine_id, None)
+            if early is not None:
+                self._on_hello(*early)
+
+    def _limit_cluster(self, name: str, usable: int | None) -> None:
+        """The back end cannot give ``name`` more than ``usable`` machines (capacity, quotas): the
+        core plans and acquires with that ``max`` from now on. The core gets a new clusters dict;
+        the config, which the report shows, keeps the configured ``max``."""
+        cluster = self.core.clusters[name]
+        if usable is None or usable >= cluster.max:
+            return
+        log.warning("cluster %s: the provisioner can give at most %d machine(s) now (max %d); planning with that",
+                    name, usable, cluster.max)
+        self.core.clusters = {**self.core.clusters, name: dataclasses.replace(cluster, max=max(0, usable))}
+
+    def _poll_prices(self, now: float, mono: float) -> None:
+        """Ask each provisioner with a price hook for its cluster's price when its poll is due."""
+        for name, provisioner in self.provisioners.items():
+            every = provisioner.price_poll_s
+            if every is None or mono - self._price_polled.get(name, -math.inf) < every:
+                continue
+            self._price_polled[name] = mono
+            try:
+                price = provisioner.price_now()
+            except Exception as exc:  # a plugin's failure must not take the master down
+                log.warning("cluster %s: price query failed: %s", name, exc)
+                continue
+            if price is None or not math.isfinite(price) or price < 0 or price == self.core.prices.get(name):
+                continue
+            log.warning("cluster %s: price per ATU is now %g (quoted by its provisioner)", name, price)
+            self._feed(c.PriceChanged(now, name, price))
+
+    def _do_release(self, action: c.Release) -> None:
+        peer = self.peer_of.get(action.machine)
+        if peer is not None:
+            if not (self.keep_machines and self.stop_reason is not None):
+                self._send(peer.identity, encode("stop", reason=action.reason))
+            self._forget(peer)
+        self._give_back(action.machine, time.time())
+
+    def _do_ignore(self, action: c.IgnoreResult) -> None:
+        log.info("ignored result of task %d from %s: %s", action.task, action.machine, action.reason)
+
+    def _do_finish(self, action: c.Finish) -> None:
+        self.finish = action
+
+    def _do_offer(self, action: c.OfferOptions) -> None:
+        """Sampling is over: record the options, let the chooser answer (now, or on a later tick)."""
+        self.journal.set_meta("options_offered_at", time.time())
+        if self.chooser is None:
+            self.stop_reason = "options offered but nobody can choose"
+            return
+        self.chooser.offer(self.core, action)  # type: ignore[arg-type]
+        self._take_choice()
+
+    def _take_choice(self) -> None:
+        if self.chooser is None or getattr(self.core, "phase", None) != b.OFFERING:
+            return
+        answer = self.chooser.poll(self.core)  # type: ignore[arg-type]
+        if answer is None:
+            return
+        if isinstance(answer, StopRun):
+            if self.stop_reason is None:
+                self.stop_reason = answer.reason
+            return
+        self._feed(c.ScheduleChosen(time.time(), answer.option, answer.cushion_accepted))
+
+    def _journal_plan(self) -> None:
+        """Once a plan is being executed, journal its budget, so that ``--resume`` goes on with
+        the money left instead of sampling and asking again."""
+        core = self.core
+        selected = getattr(core, "selected", None)
+        if selected is None or self._plan_journaled:
+            return
+        self._plan_journaled = True
+        self.journal.set_meta("plan", {
+            "option": selected.id, "label": selected.label, "machines": selected.machines,
+            "budget": core.budget, "cushion": core.cushion, "cushion_accepted": core.cushion_accepted,
+            "sampling_cost": core.sampling_cost, "implicit": core.settings.budget is not None,
+            "session": self.session,
+        })
+
+    def _do_wake(self, action: c.WakeAt) -> None:
+        pass  # the loop ticks every TICK_S; the release margin is longer than that
+
+    def _do_notify(self, action: c.Notify) -> None:
+        log.warning("%s", action.message)
+
+    def _do_ask_offers(self, action: c.AskOffers) -> None:
+        """Seed 002 steps 1-3: every cluster's provisioner offers (or not); the core composes."""
+        offers: list[Offer] = []
+        for name, provisioner in self.provisioners.items():
+            try:
+                made = provisioner.offers(action.tasks, action.task_runtime_s, action.deadline_s)
+            except Exception as exc:  # a pool that cannot answer makes no offer; the others still may
+                log.warning("cluster %s: no offers (%s)", name, exc)
+                continue
+            for tasks, completion in made or ():
+                offers.append(Offer(name, int(tasks), float(completion)))
+        log.info("offers: %s", ", ".join(f"{o.pool} {o.tasks} in {o.completion:.0f}s" for o in offers) or "none")
+        self._feed(c.OffersMade(time.time(), tuple(offers)))
+
+    # ------------------------------------------------------------ housekeeping
+    def _housekeeping(self, mono: float, timers: dict[str, float]) -> None:
+        master = self.config.master
+        self._collect_calls()
+        now = time.time()
+        for peer in list(self.peers.values()):
+            silent = mono - peer.last_seen
+            if silent > master.liveness_s:
+                log.warning("%s silent for %.0fs: declared lost", peer.machine, silent)
+                self._forget(peer)
+                self._lose(peer.machine, f"silent for {silent:.0f}s", now)
+        if mono - timers["status"] >= STATUS_POLL_S:
+            timers["status"] = mono
+            self._poll_provisioners(now)
+        if mono - timers["heartbeat"] >= master.heartbeat_s:
+            timers["heartbeat"] = mono
+            beat = encode("heartbeat")
+            for peer in self.peers.values():
+                self._send(peer.identity, beat)
+        while self._price_feed and self._price_feed[0][0] <= now:
+            _at, cluster, price = self._price_feed.pop(0)
+            log.warning("cluster %s: price per ATU is now %g", cluster, price)
+            self._feed(c.PriceChanged(now, cluster, price))
+        self._poll_prices(now, mono)
+        self._feed(c.Tick(now))
+        self._take_choice()
+        self._journal_plan()
+        if mono - timers["snapshot"] >= MACHINE_SNAPSHOT_S:
+            timers["snapshot"] = mono
+            for machine in self.core.live_machines():
+                self._journal_machine(machine, now)
+        self._flush_journal()
+        if self.on_tick is not None:
+            self.on_tick(self)
+
+    def _flush_journal(self) -> bool:
+        """Commit the journal; if it cannot be written (disk full), stop the run cleanly: results
+        not committed stay in memory, and their tasks simply run again after ``--resume``."""
+        try:
+            self.journal.flush()
+            return True
+        except JournalError as exc:
+            if self.stop_reason is None:
+                log.error("%s; stopping the run and releasing machines", exc)
+                self.stop_reason = "the journal could not be written"
+            else:
+                log.debug("journal still not writable: %s", exc)
+            return False
+
+    def _lose(self, machine_id: str, reason: str, now: float) -> None:
+        self._feed(c.MachineLost(now, machine_id, reason))
+        self._give_back(machine_id, now)
+
+    def _give_back(self, machine_id: str, now: float) -> None:
+        """Hand a machine back to its provisioner (retried until it succeeds, off this thread) and
+        journal its final figures. With ``--keep-machines``, a stop by signal leaves it running."""
+        handle = self.handles.get(machine_id)
+        if handle is not None:
+            if self.keep_machines and self.stop_reason is not None:
+                self.kept.append(_describe(handle))
+            else:
+                self._call("release", handle.cluster, lambda p: p.release([handle]), context=[handle],
+                           attempts=None)
+        machine = self.core.machines.get(machine_id)
+        if machine is not None:
+            self._journal_machine(machine, now)
+
+    def _poll_provisioners(self, now: float) -> None:
+        by_cluster: dict[str, list[MachineHandle]] = {}
+        for machine in self.core.live_machines():
+            handle = self.handles.get(machine.id)
+            if handle is not None:
+                by_cluster.setdefault(handle.cluster, []).append(handle)
+        for cluster, handles in by_cluster.items():
+            if not self.calls.busy("status", cluster):  # a slow back end is not asked again meanwhile
+                self._call("status", cluster, lambda p, h=handles: p.status(h))
+
+    def _released(self, outcome: Outcome) -> None:
+        handles = outcome.context
+        assert isinstance(handles, list)
+        if outcome.ok:
+            self.released.extend(_describe(h) for h in handles)
+        else:
+            self.release_failed.extend(_describe(h) for h in handles)
+            log.error("cluster %s: releasing %s failed: %s", outcome.cluster,
+                      ", ".join(_describe(h) for h in handles), outcome.error)
+
+    def _statuses(self, outcome: Outcome) -> None:
+        if self._shutting_down:
+            return  # everything is being released anyway
+        if not outcome.ok:
+            log.warning("cluster %s: status query failed: %s", outcome.cluster, outcome.error)
+            return
+        now = time.time()
+        states = outcome.value
+        assert isinstance(states, dict)
+        for machine_id, state in states.items():
+            machine = self.core.machines.get(machine_id)
+            if machine is None or machine.state is c.MachineState.GONE:
+                continue  # lost or released since the query was sent
+            if state in (MachineState.GONE, MachineState.FAILED):
+                peer = self.peer_of.get(machine_id)
+                if peer is not None:
+                    self._forget(peer)
+                log.warning("%s: the provisioner reports it %s", machine_id, state.value)
+                self._lose(machine_id, f"provisioner reports {state.value}", now)
+
+    def _journal_machine(self, machine: c.Machine, now: float) -> None:
+        atus, cost = self.core.machine_cost(machine, now)
+        self.journal.record_machine(
+            machine.id, machine.cluster, self.session, machine.acquired_at, machine.up_at,
+            machine.released_at, machine.nt, machine.rt, machine.uptime(now), atus, cost,
+            machine.state.value,
+        )
+
+    def _shutdown(self) -> None:
+        """Release whatever is still held, tell connected workers to stop, wait for the provisioner
+        calls still open (releases above all), say what was released, commit the journal."""
+        self._shutting_down = True
+        now = time.time()
+        for machine in self.core.machines.values():
+            self._journal_machine(machine, now)
+        keep = self.keep_machines and self.stop_reason is not None
+        if not keep:
+            stop = encode("stop", reason=self.finish.reason if self.finish else "master exiting")
+            for peer in list(self.peers.values()):
+                self._send(peer.identity, stop)
+        for name in self.provisioners:
+            held = [self.handles[m.id] for m in self.core.live_machines(name) if m.id in self.handles]
+            if not held:
+                continue
+            if keep:
+                self.kept.extend(_describe(h) for h in held)
+            else:
+                self._call("release", name, lambda p, h=held: p.release(h), context=held, attempts=None)
+        for outcome in self.calls.cancel_waiting("acquire"):
+            self._acquired(outcome)
+        deadline = time.monotonic() + SHUTDOWN_WAIT_S
+        self.calls.hurry()
+        while self.calls.pending or self.calls.late_pending():
+            for outcome in self.calls.wait(deadline):
+                self._on_outcome[outcome.kind](outcome)
+            self._close_intents()
+            if time.monotonic() >= deadline:
+                break
+            if self.calls.late_pending() and not self.calls.pending:
+                time.sleep(0.05)
+        self._close_intents()  # those settled without a wait above
+        self._say_what_was_released()
+        if not keep:
+            for name, provisioner in self.provisioners.items():
+                try:
+                    provisioner.close()
+                except Exception as exc:  # a plugin's failure must not take the master down
+                    log.error("cluster %s: closing the provisioner failed: %s", name, exc)
+        self._flush_journal()
+
+    def _say_what_was_released(self) -> None:
+        stopped = self.stop_reason is not None
+        level = logging.WARNING if stopped else logging.INFO
+        if self.released:
+            log.log(level, "released %d machine(s): %s", len(self.released), ", ".join(self.released))
+        if self.kept:
+            log.warning("kept %d machine(s) running (--keep-machines); they cost money until you stop them: %s",
+                        len(self.kept), ", ".join(self.kept))
+        if self.release_failed:
+            log.error("could NOT release %d machine(s); they may still be running and costing money: %s",
+                      len(self.release_failed), ", ".join(self.release_failed))
+
+
+def _describe(handle: MachineHandle) -> str:
+    return f"{handle.machine_id} ({handle.native_id})" if handle.native_id else handle.machine_id
+
+
+def _as_bytes(blob: bytes | str) -> bytes:
+    return blob if isinstance(blob, bytes) else blob.encode("utf-8", errors="replace")
+
+
+def bind_router(endpoint: str, keys: MasterKeys | None = None
+                ) -> tuple[zmq.Context, zmq.Socket, str, ThreadAuthenticator | None]:
+    """Bind the master's ROUTER socket; ``tcp://HOST:*`` picks a free port. Returns the bound endpoint.
+
+    With ``keys`` the socket is a CurveZMQ server and the returned ZAP authenticator (a thread) must
+    be stopped after the socket is closed; without them (``--insecure``) it is plain TCP."""
+    context = zmq.Context.instance()
+    sock = context.socket(zmq.ROUTER)
+    auth = secure_router(context, sock, keys) if keys is not None else None
+    sock.setsockopt(zmq.LINGER, 500)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)  # larger frames drop the peer, not us
+    sock.setsockopt(zmq.SNDHWM, 100_000)
+    sock.setsockopt(zmq.RCVHWM, 100_000)
+    try:
+        sock.bind(endpoint)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        if auth is not None:
+            auth.stop()
+        raise
+    bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+    return context, sock, bound, auth
+

@@ -1,0 +1,130 @@
+"""Transport security of the master: CurveZMQ keys, the ZAP handler and the loopback check.
+
+How this works. Every run has one CurveZMQ key pair, made by :func:`new_keys` when the run starts
+and kept in the state directory (``master.key`` holds the public key, ``master.key_secret`` both,
+created with mode 0600), so a ``--resume`` listens with the same key. The files use ZeroMQ's
+certificate format and are read back with :func:`zmq.auth.load_certificate`.
+
+The ROUTER socket is a CURVE server (:func:`secure_router`): every connection is encrypted, and a
+peer that does not know the master's public key cannot complete the handshake, so it never gets a
+frame through. Workers are not known in advance: each makes a fresh client key pair when it
+starts, so the ZAP handler (pyzmq's :class:`~zmq.auth.thread.ThreadAuthenticator`) accepts any
+client key and hands it to the master as the ``User-Id`` of every frame of that connection.
+Knowing the master's public key is not enough to take part: the master accepts a ``hello`` only
+with the one-time token the provisioner gave that machine, and binds the machine to the client key
+of the first connection that presents it (:class:`bats.master.server.loop.Server`). A second connection
+with another key and the same token (a replay, a copied token) is refused; the real worker, which
+keeps its key pair across reconnects, can say hello again. Every later frame is checked against
+the key its peer said hello with: a connection id is only a name, and once a connection drops a
+new one may present the same id (libzmq's own ids are predictable, so ``bats-worker`` picks a
+random one and a hello from a predictable one is refused); a frame with the id of a known peer
+and another key makes the master forget that peer, so nothing more is sent to that id.
+
+``--insecure`` (plain TCP, the token alone) is accepted only on loopback endpoints
+(:func:`is_loopback`), and the master logs a warning for it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+log = logging.getLogger(__name__)
+
+PUBLIC_FILE = "master.key"
+SECRET_FILE = "master.key_secret"
+
+
+class KeyFileError(RuntimeError):
+    """The key files of a run cannot be written or read; the message names the file."""
+
+
+@dataclass(frozen=True)
+class MasterKeys:
+    public: bytes  # Z85, 40 characters
+    secret: bytes
+
+    @property
+    def public_text(self) -> str:
+        return self.public.decode("ascii")
+
+
+def new_keys() -> MasterKeys:
+    public, secret = zmq.curve_keypair()
+    return MasterKeys(public, secret)
+
+
+def _certificate(public: bytes, secret: bytes | None) -> str:
+    lines = ["#   ZeroMQ CURVE certificate of a BaTS master (written by bats.master.server.security)", "",
+             "metadata", "curve", f'    public-key = "{public.decode("ascii")}"']
+    if secret is not None:
+        lines.append(f'    secret-key = "{secret.decode("ascii")}"')
+    return "\n".join(lines) + "\n"
+
+
+def save_keys(state_dir: str | Path, keys: MasterKeys) -> None:
+    """Write the key files; the secret one is created 0600 and never overwritten."""
+    state = Path(state_dir)
+    secret_path = state / SECRET_FILE
+    try:
+        fd = os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as out:
+            out.write(_certificate(keys.public, keys.secret))
+        (state / PUBLIC_FILE).write_text(_certificate(keys.public, None), encoding="ascii")
+    except OSError as exc:
+        raise KeyFileError(f"{secret_path}: cannot write the master's key: {exc.strerror or exc}") from None
+
+
+def load_keys(state_dir: str | Path) -> MasterKeys:
+    """The run's key pair, as :func:`save_keys` wrote it; refuses a secret readable by others."""
+    path = Path(state_dir) / SECRET_FILE
+    try:
+        mode = path.stat().st_mode
+        public, secret = zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as exc:
+        raise KeyFileError(f"{path}: cannot read the master's key: {getattr(exc, 'strerror', None) or exc}") from None
+    if mode & 0o077:
+        raise KeyFileError(f"{path}: the master's secret key is readable by others (mode {mode & 0o777:o}); "
+                        "chmod 600 it")
+    if secret is None or len(public) != 40 or len(secret) != 40:
+        raise KeyFileError(f"{path}: not a CurveZMQ secret key file")
+    return MasterKeys(public, secret)
+
+
+def is_loopback(endpoint: str) -> bool:
+    """Whether a ZeroMQ endpoint only listens on this machine: ``tcp://127.x.y.z:…``, ``tcp://[::1]:…``,
+    ``tcp://localhost:…``, or ``ipc://`` / ``inproc://``."""
+    scheme, _, rest = endpoint.partition("://")
+    if scheme in ("ipc", "inproc"):
+        return True
+    if scheme != "tcp":
+        return False
+    host = rest.rpartition(":")[0].strip("[]")
+    if ";" in host:  # tcp://source;dest: what counts is where it binds
+        host = host.rpartition(";")[2]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # an interface name or a wildcard
+
+
+def secure_router(context: zmq.Context, sock: zmq.Socket, keys: MasterKeys) -> ThreadAuthenticator:
+    """Make ``sock`` (not yet bound) a CURVE server with the run's keys, and start the ZAP handler
+    that accepts any client key and reports it as each frame's ``User-Id``."""
+    auth = ThreadAuthenticator(context, log=logging.getLogger("bats.master.zap"))
+    auth.start()
+    auth.configure_curve(domain="*", location=zmq.auth.CURVE_ALLOW_ANY)
+    sock.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
+    sock.setsockopt(zmq.CURVE_SERVER, 1)
+    sock.setsockopt(zmq.ZAP_DOMAIN, b"bats")
+    return auth

@@ -1,0 +1,645 @@
+"""The virtual-time driver: the same :class:`bats.master.core.base.Core` as ``bats-master``, run against
+simulated machines; the ``bats-sim`` command.
+
+    bats-sim --config CLUSTERS.toml --tasks N --runtimes SPEC [--seed S] [--report FILE] …
+
+How this works. Time is a number that jumps from one scheduled happening to the next: a heap of
+``(time, sequence, kind, …)`` entries, the sequence making equal times pop in the order they were
+scheduled, so a run is a pure function of its inputs and seed. The driver feeds the core the same
+events the ZeroMQ server feeds it and carries out its actions, nothing more; the scheduling policy
+lives in the core alone.
+
+- ``Acquire(cluster, n)``: n simulated machines ``CLUSTER-s1-K`` appear at once (the core hears
+  ``MachineAcquired`` now, billing starts); each boots for the cluster's ``startup`` (default 0)
+  and then does what a real worker does: says hello (``MachineUp``) and asks for 1 + prefetch tasks
+  (``WorkerAsked(n=core.max_held)``).
+- ``Dispatch(machine, task, attempt)``: the machine runs its tasks one at a time in the order
+  they arrive. A task's runtime there is its base runtime divided by the cluster's speed; its
+  ``TaskFinished`` (exit 0, ``ask=True``) is scheduled when it starts, which is at once on an idle
+  machine, or when the machine finishes the task before it (a prefetched task starts the moment the
+  previous one ends, before the master's reply to that result arrives, as in a real worker).
+- ``Release(machine)``: the machine vanishes; its entries still in the heap are skipped when they
+  come up (a task it was running was already put back by the core).
+- ``Finish``: the run ends at the current virtual time.
+- ``Tick`` every ``tick_s`` virtual seconds (default 60), so time-based core logic (boot timeouts,
+  later BaTS's monitoring) runs. If nothing but ticks is left to happen for longer than the longest
+  boot timeout or ATU, the run cannot progress: the driver feeds ``StopRequested``.
+
+Shared pools (seed 002): a cluster with a ``background_trace`` is a pool of ``max`` slots that its
+own users' jobs (the trace) share with the run's machines, scheduled Earliest Deadline First by
+:class:`bats.master.core.offers.generate.EdfPool`. An ``Acquire`` there queues one job of one slot per machine
+(due at the ``--deadline`` of an offers run, else after the pool's own jobs); each starts when the
+pool gives it a slot, then boots for ``startup``; a release frees the slot (or withdraws the job).
+``c.AskOffers`` (``--policy offers``) is answered from each cluster's pool as it stands (the jobs it
+knows, not those still to come; a cluster without a trace is an idle pool of ``max`` slots) by
+:func:`bats.master.core.offers.generate.generate_offers`, the task runtime divided by the cluster's speed.
+
+Fault injection (:class:`SimFaults`, for property tests): each acquired machine fails to boot
+with probability ``boot_fail_rate`` (it never says hello; the core's boot timeout gives it up), and
+each machine that boots is lost with probability ``loss_rate`` at a uniformly drawn moment within
+``loss_within_s`` of its boot (the core hears ``MachineLost``), from a stream of its own seeded
+with ``seed``. Price spikes need nothing new: a cluster's ``price_trace`` moves its price.
+
+Base runtimes are drawn once per task (a task takes the same time wherever it runs, scaled by the
+speed) by :mod:`bats.master.sim.runtimes` from a numpy ``Generator`` seeded with ``--seed``; the core
+gets its own ``random.Random(seed)``; simulated failures (``--fail-rate``) a third stream. Same seed,
+same report, byte for byte.
+
+A cluster's speed is its ``speed`` key when that is not 1, else ``1 / slowdown`` for a cluster
+whose provisioner has a ``slowdown`` option (the local emulator), else 1.
+
+Per task the driver costs one heap push and pop, one ``TaskFinished`` and the dispatch of the
+core's actions; a million tasks on a thousand machines take well under a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import logging
+import math
+import random
+import secrets
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from bats.common.config import ClusterConfig, Config
+from bats.master import core as c
+from bats.master.cli.args import (
+    CHOICE_FLAGS,
+    OneLineArgumentParser,
+    UsageError,
+    add_choice_flags,
+    choice_from_args,
+    duration_arg,
+    load_cluster_config,
+)
+from bats.master.core.bats import policy as b
+from bats.master.core.bats.policy import Choice
+from bats.master.core.offers.generate import (
+    EdfPool,
+    PoolJob,
+    background_job,
+    generate_offers,
+    pool_at,
+)
+from bats.master.core.offers.policy import OffersCore
+
+if TYPE_CHECKING:
+    from .runtimes import RuntimeDistribution
+
+log = logging.getLogger("bats.sim")
+
+DEFAULT_TICK_S = 60.0
+EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
+_TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE, _POOL, _LOST = 0, 1, 2, 3, 4, 5, 6  # heap entry kinds
+
+
+@dataclass(frozen=True)
+class SimFaults:
+    """Machines that fail: see the module docstring."""
+
+    boot_fail_rate: float = 0.0
+    loss_rate: float = 0.0
+    loss_within_s: float = 3600.0
+    seed: int = 0
+
+
+def cluster_speed(cluster: ClusterConfig) -> float:
+    """Runtimes on this cluster are base runtimes divided by this (see the module docstring)."""
+    if cluster.speed != 1.0:
+        return cluster.speed
+    return 1.0 / float(cluster.options.get("slowdown", 1.0))
+
+
+def cluster_startup(cluster: ClusterConfig) -> float:
+    """Seconds from acquisition to the worker's hello."""
+    return float(cluster.options.get("startup", 0.0))
+
+
+class SimMachine:
+    """A simulated machine: the tasks it holds and whether it is running one."""
+
+    __slots__ = ("cluster", "gone", "id", "queue", "running", "speed")
+
+    def __init__(self, machine_id: str, cluster: str, speed: float) -> None:
+        self.id = machine_id
+        self.cluster = cluster
+        self.speed = speed
+        self.running = False
+        self.queue: deque[tuple[int, int]] = deque()  # (task, attempt) waiting behind the running one
+        self.gone = False
+
+
+class Simulator:
+    """Runs a core in virtual time; see the module docstring.
+
+    ``runtimes[task]`` is the base runtime of ``task`` (index 0 unused: task ids are 1..N, as the
+    line numbers of a bag)."""
+
+    def __init__(
+        self,
+        core: c.Core,
+        config: Config,
+        runtimes: Sequence[float],
+        *,
+        tick_s: float = DEFAULT_TICK_S,
+        fail_rate: float = 0.0,
+        fail_rng: random.Random | None = None,
+        session: int = 1,
+        choice: Choice | None = None,
+        faults: SimFaults | None = None,
+    ) -> None:
+        if tick_s <= 0:
+            raise ValueError("tick_s must be > 0")
+        self.core = core
+        self.config = config
+        self.runtimes = runtimes
+        self.tick_s = tick_s
+        self.fail_rate = fail_rate
+        self._fail_random = (fail_rng or random.Random(0)).random
+        self.session = session
+        self.choice = choice or Choice(policy="self")
+        self.plan_s: float | None = None  # wall time of the planning step (not in the replayable report)
+        self.now = 0.0
+        self.finish: c.Finish | None = None
+        self.machines: dict[str, SimMachine] = {}
+        self.events = 0  # core events fed
+        self.recorded = 0  # RecordResult actions
+        self.duplicates = 0  # a task recorded more than once (a core bug; tests check it stays 0)
+        self._seen = bytearray(len(runtimes))
+        self._heap: list[tuple] = []
+        self._seq = itertools.count()
+        self._serial = {name: 0 for name in config.clusters}
+        self._speed = {name: cluster_speed(cl) for name, cl in config.clusters.items()}
+        self._startup = {name: cluster_startup(cl) for name, cl in config.clusters.items()}
+        self._price = {name: cl.price for name, cl in config.clusters.items()}
+        self.interrupted = 0  # spot machines lost to a price above their bid
+        self._pools = {name: pool_at(cl.max, [background_job(j.submit_s, j.slots, j.runtime_s) for j in cl.background], 0.0)
+                       for name, cl in config.clusters.items() if cl.background is not None}
+        self._pool_next: dict[str, float] = {}
+        deadline = getattr(getattr(core, "settings", None), "deadline_s", None)
+        self._pool_due = deadline if isinstance(core, OffersCore) and deadline is not None else math.inf
+        self.faults = faults or SimFaults()
+        self._fault_random = random.Random(f"bats-sim machine faults {self.faults.seed}").random
+        self.boot_failures = 0  # machines that never booted (fault injection)
+        self.losses = 0  # machines lost (fault injection)
+        self._real = 0  # heap entries that are not ticks
+        longest = max([config.master.boot_timeout_s, core.boot_timeout_s]
+                      + [cl.atu_s for cl in config.clusters.values()])
+        self._stall_limit = longest + tick_s
+        self._stalled_since: float | None = None
+        self._execute: dict[type, Callable[[Any], None]] = {
+            c.Dispatch: self._do_dispatch,
+            c.RecordResult: self._do_record,
+            c.Acquire: self._do_acquire,
+            c.Release: self._do_release,
+            c.IgnoreResult: self._do_ignore,
+            c.Finish: self._do_finish,
+            c.OfferOptions: self._do_offer,
+            c.WakeAt: self._do_wake,
+            c.Notify: self._do_notify,
+            c.AskOffers: self._do_ask_offers,
+        }
+
+    # ------------------------------------------------------------ the loop
+    def run(self) -> c.Finish:
+        """Run until the core finishes; returns its :class:`~bats.master.core.base.Finish`."""
+        heap = self._heap
+        pop = heapq.heappop
+        handle = self.core.handle
+        execute = self._execute
+        finished_event = c.TaskFinished
+        fail_rate, fail_random = self.fail_rate, self._fail_random
+        for name in self._pools:
+            self._pool_schedule(name)
+        self._feed(c.RunStarted(0.0))
+        self._push_tick(1)
+        for name, cluster in self.config.clusters.items():  # spot prices move as their traces say
+            trace = cluster.price_trace
+            for offset, price in zip(trace.offsets, trace.prices) if trace is not None else ():
+                heapq.heappush(heap, (offset, next(self._seq), _PRICE, name, price))
+        events = 0
+        while self.finish is None:
+            if not heap:  # cannot happen while ticks run; kept as a guard
+                self._feed(c.StopRequested(self.now, "simulation has nothing left to do"))
+                break
+            entry = pop(heap)
+            now = self.now = entry[0]
+            kind = entry[2]
+            if kind == _TASK_DONE:
+                self._real -= 1
+                _t, _s, _k, machine, task, attempt, runtime = entry
+                if machine.gone:
+                    continue
+                queue = machine.queue
+                if queue:  # the prefetched task starts now, before the master answers this result
+                    self._start(machine, *queue.popleft())
+                else:
+                    machine.running = False
+                code = 1 if fail_rate and fail_random() < fail_rate else 0
+                events += 1
+                sampling = getattr(self.core, "phase", None) == b.SAMPLING
+                started = time.perf_counter() if sampling else 0.0
+                actions = handle(finished_event(now, machine.id, task, attempt, code, runtime))
+                if sampling and self.plan_s is None and self.core.phase != b.SAMPLING:  # type: ignore[attr-defined]
+                    self.plan_s = time.perf_counter() - started
+                for action in actions:
+                    execute.get(type(action), self._unknown)(action)
+            elif kind == _WAKE:
+                self._feed(c.Tick(now))
+            elif kind == _PRICE:
+                self._price_changed(entry[3], entry[4])
+            elif kind == _POOL:
+                self._real -= 1
+                name = entry[3]
+                if self._pool_next.get(name) == now:
+                    del self._pool_next[name]
+                    self._pools[name].advance(now)
+                    self._pool_started(name)
+                    self._pool_schedule(name)
+            elif kind == _LOST:
+                self._real -= 1
+                machine = entry[3]
+                if machine.gone:
+                    continue
+                machine.gone = True
+                machine.running = False
+                machine.queue.clear()
+                self.losses += 1
+                self._feed(c.MachineLost(now, machine.id, "machine lost (fault injection)"))
+            elif kind == _BOOTED:
+                self._real -= 1
+                machine = entry[3]
+                if machine.gone:
+                    continue
+                self._feed(c.MachineUp(now, machine.id))
+                self._feed(c.WorkerAsked(now, machine.id, self.core.max_held))
+            else:
+                self._feed(c.Tick(now))
+                if self.finish is None:
+                    self._check_stall(now)
+                if self.finish is None:
+                    self._push_tick(entry[3] + 1)
+        self.events += events
+        assert self.finish is not None
+        return self.finish
+
+    def _feed(self, event: c.Event) -> None:
+        self.events += 1
+        execute = self._execute
+        for action in self.core.handle(event):
+            execute.get(type(action), self._unknown)(action)
+
+    def _unknown(self, action: object) -> NoReturn:
+        raise TypeError(f"bats-sim cannot carry out the core's action {action!r}")
+
+    def _push_tick(self, k: int) -> None:
+        heapq.heappush(self._heap, (k * self.tick_s, next(self._seq), _TICK, k))
+
+    def _check_stall(self, now: float) -> None:
+        if self._real > 0:
+            self._stalled_since = None
+            return
+        if self._stalled_since is None:
+            self._stalled_since = now
+        elif now - self._stalled_since > self._stall_limit:
+            log.warning("virtual time %.0fs: nothing left to happen for %.0fs and the core has not "
+                        "finished; stopping", now, now - self._stalled_since)
+            self._feed(c.StopRequested(now, "simulation stalled: nothing left to happen"))
+
+    def _start(self, machine: SimMachine, task: int, attempt: int) -> None:
+        runtime = self.runtimes[task] / machine.speed
+        heapq.heappush(self._heap, (self.now + runtime, next(self._seq), _TASK_DONE, machine, task, attempt, runtime))
+        self._real += 1
+        machine.running = True
+
+    # ------------------------------------------------------------ actions
+    def _do_dispatch(self, action: c.Dispatch) -> None:
+        machine = self.machines[action.machine]
+        if machine.running:
+            machine.queue.append((action.task, action.attempt))
+        else:
+            self._start(machine, action.task, action.attempt)
+
+    def _do_record(self, action: c.RecordResult) -> None:
+        self.recorded += 1
+        if self._seen[action.task]:
+            self.duplicates += 1
+        self._seen[action.task] = 1
+
+    def _price_changed(self, name: str, price: float) -> None:
+        """A trace row: the core hears the new price; with a bid below it, the cluster's machines
+        are interrupted (seed 003 §3: a spot instance is lost when the price rises above its bid)."""
+        self._price[name] = price
+        self._feed(c.PriceChanged(self.now, name, price))
+        bid = self.config.clusters[name].bid
+        if bid is None or price <= bid or self.finish is not None:
+            return
+        for machine in list(self.machines.values()):
+            if machine.cluster == name and not machine.gone:
+                machine.gone = True
+                machine.running = False
+                machine.queue.clear()
+                self.interrupted += 1
+                self._feed(c.MachineLost(self.now, machine.id, f"spot interruption: price {price:g} above bid {bid:g}"))
+
+    def _do_acquire(self, action: c.Acquire) -> None:
+        name = action.cluster
+        bid = self.config.clusters[name].bid
+        if bid is not None and self._price[name] > bid:  # a spot request above the bid is not filled
+            self._feed(c.AcquireFailed(self.now, name, action.n, "spot price above the bid"))
+            return
+        speed, ready_at = self._speed[name], self.now + self._startup[name]
+        pool = self._pools.get(name)
+        for _ in range(action.n):
+            self._serial[name] += 1
+            machine = SimMachine(f"{name}-s{self.session}-{self._serial[name]}", name, speed)
+            self.machines[machine.id] = machine
+            self._feed(c.MachineAcquired(self.now, machine.id, name))
+            if pool is not None:  # a job in the pool's queue; it boots when the pool starts it
+                pool.submit(PoolJob(self.now, 1, math.inf, self._pool_due, 1, machine.id))
+                continue
+            faults, chance = self.faults, self._fault_random
+            if faults.boot_fail_rate and chance() < faults.boot_fail_rate:
+                self.boot_failures += 1  # never says hello: the core's boot timeout gives it up
+                continue
+            heapq.heappush(self._heap, (ready_at, next(self._seq), _BOOTED, machine))
+            self._real += 1
+            if faults.loss_rate and chance() < faults.loss_rate:
+                lost_at = ready_at + chance() * faults.loss_within_s
+                heapq.heappush(self._heap, (lost_at, next(self._seq), _LOST, machine))
+                self._real += 1
+        if pool is not None:
+            self._pool_started(name)
+            self._pool_schedule(name)
+        log.debug("t=%.1f cluster %s: acquired %d machine(s)", self.now, name, action.n)
+
+    def _do_release(self, action: c.Release) -> None:
+        machine = self.machines.get(action.machine)
+        if machine is not None:
+            machine.gone = True
+            machine.running = False
+            machine.queue.clear()
+            pool = self._pools.get(machine.cluster)
+            if pool is not None and pool.release(machine.id):
+                self._pool_started(machine.cluster)
+                self._pool_schedule(machine.cluster)
+        log.debug("t=%.1f released %s: %s", self.now, action.machine, action.reason)
+
+    # ------------------------------------------------------------ shared pools (seed 002)
+    def _pool_schedule(self, name: str) -> None:
+        """A heap entry for the pool's next end or arrival (one at a time; a later one is stale)."""
+        t = self._pools[name].next_event()
+        if t is None or self._pool_next.get(name) == t:
+            return
+        self._pool_next[name] = t
+        heapq.heappush(self._heap, (t, next(self._seq), _POOL, name))
+        self._real += 1
+
+    def _pool_started(self, name: str) -> None:
+        """The run's machines the pool started: they boot now."""
+        pool = self._pools[name]
+        started, pool.started = pool.started, []
+        for _t, tag in started:
+            machine = self.machines.get(tag)
+            if machine is not None and not machine.gone:
+                heapq.heappush(self._heap, (self.now + self._startup[name], next(self._seq), _BOOTED, machine))
+                self._real += 1
+
+    def _do_ask_offers(self, action: c.AskOffers) -> None:
+        """Every cluster's pool answers from the jobs it knows now (see the module docstring)."""
+        offers = []
+        for name, cl in self.config.clusters.items():
+            if cl.max <= 0:
+                continue
+            pool = self._pools.get(name)
+            if pool is not None:
+                pool.advance(self.now)
+            state = pool if pool is not None else EdfPool(cl.max, self.now)
+            offers += generate_offers(name, state, action.tasks, action.task_runtime_s / self._speed[name],
+                                      action.deadline_s)
+        self._feed(c.OffersMade(self.now, tuple(offers)))
+
+    def _do_ignore(self, action: c.IgnoreResult) -> None:
+        log.debug("ignored result of task %d from %s: %s", action.task, action.machine, action.reason)
+
+    def _do_finish(self, action: c.Finish) -> None:
+        self.finish = action
+
+    def _do_offer(self, action: c.OfferOptions) -> None:
+        """The options are ready: the choice flags answer at once (virtual time does not wait)."""
+        core = self.core
+        assert isinstance(core, b.BatsCore)
+        if self.choice.plan_only:
+            self._feed(c.StopRequested(self.now, "stopped after the options (--plan-only)"))
+            return
+        if self.choice.schedule is None:  # checked by the command line; the API's default
+            option = core.choose("fastest")
+        else:
+            option = core.choose(self.choice.schedule)
+        log.info("t=%.1f chose option %d (%s)", self.now, option.id, option.label)
+        self._feed(c.ScheduleChosen(self.now, option, self.choice.cushion))
+
+    def _do_wake(self, action: c.WakeAt) -> None:
+        if action.at > self.now:
+            heapq.heappush(self._heap, (action.at, next(self._seq), _WAKE))
+
+    def _do_notify(self, action: c.Notify) -> None:
+        log.info("t=%.1f %s", self.now, action.message)
+
+    # ------------------------------------------------------------ the report
+    def report(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The run's report in ``bats-master``'s report.json structure (no wall-clock fields, so
+        the same seed gives the same report)."""
+        assert self.finish is not None, "run() first"
+        figures = self.core.report(self.now)
+        machines = [{**m, "session": self.session} for m in figures["machines"]]
+        by_cluster = {name: 0.0 for name in self.config.clusters}
+        for m in machines:
+            by_cluster[m["cluster"]] += m["cost"]
+        bats = {key: value for key, value in figures.items()
+                if key not in ("tasks", "makespan_s", "cost", "machines")}
+        return {
+            "status": self.finish.status,
+            "reason": self.finish.reason,
+            "simulated": True,
+            **(extra or {}),
+            "tasks": figures["tasks"],
+            "started_at": 0.0,
+            "finished_at": self.now,
+            "makespan_s": figures["makespan_s"],
+            "cost": {**figures["cost"], "by_cluster": by_cluster},
+            **bats,
+            "clusters": {
+                name: {"provisioner": cl.provisioner, "max": cl.max, "price": cl.price, "atu_s": cl.atu_s,
+                       "speed": self._speed[name], "startup_s": self._startup[name]}
+                for name, cl in self.config.clusters.items()
+            },
+            "machines": machines,
+            "sim": {"events": self.events, "tick_s": self.tick_s, "fail_rate": self.fail_rate,
+                    "spot_interruptions": self.interrupted},
+        }
+
+
+def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: int, *, retries: int = 0,
+             tick_s: float = DEFAULT_TICK_S, fail_rate: float = 0.0, choice: Choice | None = None,
+             faults: SimFaults | None = None, simulator: type[Simulator] | None = None) -> Simulator:
+    """Build a core and a simulator for ``tasks`` tasks with runtimes drawn from the distribution
+    ``runtimes`` (:func:`bats.master.sim.runtimes.parse_runtimes`), run it, return the simulator.
+    ``choice`` selects the policy and answers the options (default: self-scheduling);
+    ``simulator``: a :class:`Simulator` subclass to run (e.g. one that times the core's steps)."""
+    import numpy as np
+
+    choice = choice or Choice(policy="self")
+    base = runtimes.sample(np.random.default_rng(seed), tasks)
+    core = b.build_core(range(1, tasks + 1), config, random.Random(seed), choice, retries=retries,
+                        boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
+                        adaptive_prefetch=config.master.prefetch is None)
+    sim = (simulator or Simulator)(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,
+                    fail_rng=random.Random(f"bats-sim failures {seed}"), choice=choice, faults=faults)
+    sim.run()
+    return sim
+
+
+# ---------------------------------------------------------------- the command
+NO_CHOICE = f"the clusters have prices, so BaTS needs a choice: {CHOICE_FLAGS}"
+
+
+
+def _parser() -> argparse.ArgumentParser:
+    from bats.common import __version__
+
+    p = OneLineArgumentParser(
+        prog="bats-sim",
+        description="Run a bag of N simulated tasks through the BaTS master's core in virtual time.",
+        epilog="Runtime specs (durations: bare number = seconds, or 90s, 15m, 1h): normal:MEAN,SD "
+               "levy:SCALE,MAX mdb fixed:T file:PATH.",
+    )
+    p.add_argument("--config", metavar="FILE",
+                   help="clusters config (TOML), as for bats-master; a cluster's speed divides runtimes")
+    p.add_argument("--workers", type=int, metavar="N", help="with no --config: machines of the default local cluster")
+    p.add_argument("--tasks", type=int, metavar="N", required=True, help="tasks in the bag")
+    p.add_argument("--runtimes", metavar="SPEC", required=True, help="task runtime distribution (see below)")
+    p.add_argument("--seed", type=int, help="seed for runtimes and task order (default: random, in the report)")
+    p.add_argument("--retries", type=int, default=0, metavar="N", help="re-run a failed task up to N times (default 0)")
+    p.add_argument("--fail-rate", type=float, default=0.0, metavar="P",
+                   help="probability that a task attempt fails (default 0)")
+    p.add_argument("--tick", type=duration_arg, default=DEFAULT_TICK_S, metavar="DURATION",
+                   help="virtual time between the core's Tick events (default 60s)")
+    p.add_argument("--report", metavar="FILE", help="write report.json here")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    p.add_argument("--version", action="version", version=f"bats {__version__}")
+    add_choice_flags(p)
+    return p
+
+
+
+def run(args: argparse.Namespace) -> int:
+    from bats.master.cli.args import check_plot_path
+    from bats.master.core.planning.planner import spread
+    from bats.master.views.options_table import core_profitability, format_options
+    from bats.master.views.report import add_analysis, summary, write_report
+
+    from .runtimes import parse_runtimes
+
+    if args.tasks < 1:
+        raise UsageError("--tasks: must be at least 1")
+    if args.retries < 0:
+        raise UsageError("--retries: must be 0 or more")
+    if not 0.0 <= args.fail_rate <= 1.0:
+        raise UsageError("--fail-rate: must be between 0 and 1")
+    if args.tick <= 0:
+        raise UsageError("--tick: must be longer than 0 seconds")
+    distribution = parse_runtimes(args.runtimes)
+    config = load_cluster_config(args.config, args.workers)
+    choice = choice_from_args(args, config)
+    check_plot_path(args.plot)
+    if not choice.decided:
+        raise UsageError(NO_CHOICE)
+    seed = args.seed if args.seed is not None else secrets.randbits(32)
+    started = time.perf_counter()
+    sim = simulate(config, args.tasks, distribution, seed, retries=args.retries, tick_s=args.tick,
+                   fail_rate=args.fail_rate, choice=choice)
+    wall = time.perf_counter() - started
+    report = sim.report({"seed": seed, "runtimes": args.runtimes, "config": config.source})
+    add_analysis(report, None, None)  # the per-cluster table; virtual time keeps no choice instant
+    if sim.plan_s is not None:
+        report["timings"] = {"plan_s": sim.plan_s}
+    report_path = "(not written; add --report FILE)"
+    if args.report:
+        try:
+            write_report(report, args.report)
+            report_path = args.report
+        except OSError as exc:
+            log.error("cannot write the report %s: %s", args.report, exc.strerror or exc)
+            report_path = "(not written)"
+    if not args.quiet:
+        core = sim.core
+        if isinstance(core, b.BatsCore) and core.options:
+            estimates = {name: (e["mean_s"], e["sd_s"]) for name, e in report["estimates"].items()}
+            shown = core.options if choice.all_options else spread(core.options)
+            print(format_options(shown, estimates, core.tasks_at_plan, hidden=len(core.options) - len(shown),
+                                 profit=core_profitability(core)))
+            if sys.stdout.isatty():
+                from bats.master.views.plots import text_plot
+
+                print("\n" + text_plot(core.options))
+        print(summary(report, report_path))
+        print(f"  simulated {sim.events} events in {wall:.2f} s wall (seed {seed})")
+    _plot(args.plot, sim.core)
+    return EXIT_OK if sim.finish is not None and sim.finish.status == "done" else EXIT_INCOMPLETE
+
+
+def _plot(path: str | None, core: c.Core) -> None:
+    """``--plot FILE.png``: the options offered, the chosen one circled."""
+    options = getattr(core, "options", None)
+    if not path:
+        return
+    if not options:
+        log.warning("--plot %s: no options were offered (no sampling phase), nothing drawn", path)
+        return
+    from bats.master.views.plots import write_options_png
+
+    selected = getattr(core, "selected", None)
+    try:
+        write_options_png(path, options, chosen=selected.id if selected else None,
+                          tasks=getattr(core, "tasks_at_plan", None))
+    except OSError as exc:
+        log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bats.common.config import ConfigError
+
+    from .runtimes import RuntimeSpecError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(argv)
+        level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
+        logging.basicConfig(level=level, format="bats-sim: %(levelname)s: %(message)s", stream=sys.stderr)
+        return run(args)
+    except RuntimeSpecError as exc:
+        return _bad_input(f"--runtimes: {exc}")
+    except (UsageError, ConfigError) as exc:
+        return _bad_input(str(exc))
+    except KeyboardInterrupt:
+        print("bats-sim: interrupted", file=sys.stderr)
+        return EXIT_INCOMPLETE
+
+
+def _bad_input(message: str) -> int:
+    message = message.replace("\r", "\\r").replace("\n", "\\n")
+    print(f"bats-sim: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""What an earlier session left running: terminated, and every dollar of it on the books.
+
+How this works. A master that crashed (``kill -9``, a lost host) could not give its machines back.
+The next ``--resume``, and ``bats-master cleanup``, ask every cluster's provisioner to terminate
+what the run still has there (:meth:`~bats.provisioners.base.Provisioner.cleanup`, by the run's
+tags) and pass what was found to :func:`bill_leftovers`, which charges it in the journal:
+
+- a machine the journal knows and had not seen released is charged the ATUs begun from its
+  acquisition until now (seed 000 §3.1: every begun ATU of a machine's uptime is paid);
+- a machine the journal never heard of was launched by an acquisition the master asked for but did
+  not live to record. The server commits every acquisition's intent (session, cluster, count,
+  time) before asking (``acquiring`` in the journal's meta, see :mod:`bats.master.server.loop`), so it
+  is charged from the earliest open intent of its cluster: an upper bound, since the cloud started
+  billing at launch, after the asking. Without such an intent (a journal of an older BaTS), from
+  the start of the last earlier session, the earliest it can have been launched since that
+  session's own clean-up.
+
+The intents of the clusters that answered are then closed; those of a cluster whose back end did
+not answer stay, for the next clean-up.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bats.common.config import Config
+from bats.master.core import atus_begun
+
+from .journal import Journal
+
+log = logging.getLogger(__name__)
+
+
+def bill_leftovers(journal: Journal, config: Config, found: dict[str, dict[str, str]], now: float,
+                   before_session: int) -> float:
+    """Charge the machines ``found`` per cluster ({native id: machine id}, as ``cleanup`` returns
+    them) that sessions before ``before_session`` left running; returns the money added."""
+    rows = {row["machine_id"]: row for row in journal.machines()}
+    intents: list[dict[str, Any]] = list(journal.meta.get("acquiring") or [])
+    earlier = [started for number, started in journal.sessions() if number < before_session]
+    added = 0.0
+    for name, machines in found.items():
+        cluster = config.clusters[name]
+        open_intents = [i for i in intents if i["cluster"] == name and i["session"] < before_session]
+        for native_id, machine_id in sorted(machines.items()):
+            row = rows.get(machine_id) if machine_id else None
+            if row is not None:
+                if row["session"] >= before_session or row["released_at"] is not None:
+                    continue
+                uptime = max(row["uptime_s"], now - row["acquired_at"])
+                atus = max(row["atus"], atus_begun(uptime, cluster.atu_s, cluster.min_charge_s))
+                cost = row["cost"] + (atus - row["atus"]) * cluster.price
+                journal.record_machine(machine_id, row["cluster"], row["session"], row["acquired_at"],
+                                       row["ready_at"], now, row["nt"], row["rt_s"], uptime, atus, cost, "gone")
+                added += cost - row["cost"]
+                continue
+            if open_intents:
+                first = min(open_intents, key=lambda i: i["asked_at"])
+                asked_at, session = float(first["asked_at"]), int(first["session"])
+            elif earlier:
+                asked_at, session = earlier[-1], before_session - 1
+            else:
+                continue  # no earlier session: nothing of this run can have been left behind
+            uptime = max(0.0, now - asked_at)
+            atus = atus_begun(uptime, cluster.atu_s, cluster.min_charge_s)
+            cost = atus * cluster.price
+            journal.record_machine(machine_id or native_id, name, session, asked_at, None, now, 0, 0.0, uptime,
+                                   atus, cost, "gone")
+            added += cost
+            log.warning("cluster %s: %s was launched for this run but never journaled (the master stopped "
+                        "first); charged %d ATU(s), %.4f, from when its acquisition was asked for",
+                        name, machine_id or native_id, atus, cost)
+    keep = [i for i in intents if i["session"] >= before_session or i["cluster"] not in found]
+    if keep != intents:
+        journal.set_meta("acquiring", keep)
+    journal.flush()
+    return added

@@ -1,0 +1,94 @@
+"""The options table the operator chooses from (seed 000 §4.3): plain text, one row per option.
+
+    id  schedule             cluster1  cluster2   makespan          cost  cushion
+     1  cheapest                    0        29   8 ATU (7h34m)   513.00    10.26
+     2  pareto *                    4        29   7 ATU (6h52m)   582.00        -
+        profitability            1.00      1.33
+
+A ``*`` marks options on the Pareto front of (makespan, cost); a schedule that several of the
+paper's labels produced shows them all ("fastest-20%, +20%"). The last row is each cluster's
+profitability as seed 000 §4.1 defines it (:func:`profitability`). Pure formatting, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from bats.common.durations import format_duration
+from bats.master.core.planning.planner import Option
+
+
+def option_label(option: Option) -> str:
+    labels = [option.label, *option.also]
+    text = ", ".join(labels)
+    return text + (" *" if option.pareto else "")
+
+
+def profitability(estimates: Mapping[str, tuple[float, float]],
+                  prices: Mapping[str, float]) -> dict[str, float] | None:
+    """Seed 000 §4.1: the profitability of cluster i relative to the cheapest cluster m is its speed
+    gain over its cost gain, ``(T_m / T_i) * (c_m / c_i)``, with T the mean task runtime and c the
+    price. ``prices`` are per second (price per ATU over the ATU's length), so clusters with
+    different ATUs compare fairly; the paper's clusters share one ATU, where it is the same thing.
+    None when no cluster has both an estimate and a price above zero (free machines have none)."""
+    known = {name: (mean, prices[name]) for name, (mean, _sd) in estimates.items()
+             if name in prices and prices[name] > 0 and mean > 0}
+    if not known:
+        return None
+    base_mean, base_price = min(known.values(), key=lambda mc: mc[1])  # the cheapest: m
+    return {name: (base_mean / mean) * (base_price / price) for name, (mean, price) in known.items()}
+
+
+def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[float, float]] | None = None,
+                   tasks: int | None = None, hidden: int = 0,
+                   profit: Mapping[str, float] | None = None) -> str:
+    """The table, preceded by the estimates it was planned from when given; ``hidden`` options
+    left out of it (see :func:`bats.master.core.planning.planner.spread`) are counted under it; ``profit`` (from
+    :func:`profitability`) adds the clusters' profitability as the last row."""
+    lines: list[str] = []
+    if estimates:
+        parts = [f"{name} {format_duration(mean)} (sd {format_duration(sd)})" for name, (mean, sd) in estimates.items()]
+        lines.append(f"estimated mean task runtime: {'; '.join(parts)}")
+    if tasks is not None:
+        lines.append(f"options for the {tasks} task(s) left (* = Pareto-optimal):")
+    if not options:
+        return "\n".join(lines + ["  (no options)"])
+    clusters = list(options[0].machines)
+    headers = ["id", "schedule", *clusters, "makespan", "cost", "cushion"]
+    rows = []
+    for o in options:
+        rows.append([
+            str(o.id), option_label(o), *(str(o.machines.get(name, 0)) for name in clusters),
+            f"{o.makespan_atu} ATU ({format_duration(o.makespan_s)})",
+            _money(o.cost), _money(o.cushion) if o.cushion else "-",
+        ])
+    footer = (["", "profitability", *(f"{profit[name]:.2f}" if name in profit else "-" for name in clusters),
+               "", "", ""] if profit else None)
+    widths = [max(len(h), *(len(r[i]) for r in [*rows, *([footer] if footer else [])]))
+              for i, h in enumerate(headers)]
+    left = {1}  # the schedule label is left-aligned, numbers right-aligned
+
+    def render(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(w) if i in left else cell.rjust(w)
+                         for i, (cell, w) in enumerate(zip(cells, widths))).rstrip()
+
+    lines.append(render(headers))
+    lines.extend(render(r) for r in rows)
+    if footer:
+        lines.append(render(footer))
+    if hidden:
+        lines.append(f"({hidden} more Pareto-optimal option(s) between these; --all-options shows them, "
+                     "any id works with --schedule)")
+    return "\n".join(lines)
+
+
+def _money(amount: float) -> str:
+    return f"{amount:,.2f}" if amount >= 0.01 or amount == 0 else f"{amount:.6f}"
+
+
+def core_profitability(core: object) -> dict[str, float] | None:
+    """:func:`profitability` at a BaTS core's current prices and the estimates its options used."""
+    estimates = getattr(core, "plan_estimates", None) or {}
+    clusters = getattr(core, "clusters", {})
+    prices = {name: core.prices[name] / cl.atu_s for name, cl in clusters.items()}  # type: ignore[attr-defined]
+    return profitability(estimates, prices)

@@ -1,0 +1,17 @@
+"""The packages of the wheel: each code folder is one ``bats.*`` package, with every subpackage found in it.
+
+The metadata is in pyproject.toml; only the folder-to-package map needs code, so that a new subpackage
+can never be missing from the built wheel (tests/test_packaging.py builds one and checks).
+"""
+
+from setuptools import find_packages, setup
+
+FOLDERS = {"bats.common": "common", "bats.master": "master", "bats.worker": "worker",
+           "bats.provisioners": "provisioners"}
+
+packages = []
+for package, folder in FOLDERS.items():
+    packages.append(package)
+    packages.extend(f"{package}.{sub}" for sub in find_packages(folder))
+
+setup(packages=packages, package_dir=FOLDERS)
