@@ -98,9 +98,9 @@ class Machine:
         return max(0.0, end - self.acquired_at)
 
 
-# task status codes, one byte per task id
-_PENDING, _RUNNING, _DONE, _FAILED = 0, 1, 2, 3
-_GIVE_UP_AFTER = 3  # consecutive machines of a cluster lost before doing any task
+# task status codes, one byte per task id (public: the policies read them)
+PENDING, RUNNING, DONE, FAILED = 0, 1, 2, 3
+GIVE_UP_AFTER = 3  # consecutive machines of a cluster lost before doing any task
 
 
 class Core:
@@ -147,10 +147,10 @@ class Core:
         for task in ids:
             outcome = finished.get(task)
             if outcome == "done":
-                self._status[task] = _DONE
+                self._status[task] = DONE
                 self.done += 1
             elif outcome == "failed":
-                self._status[task] = _FAILED
+                self._status[task] = FAILED
                 self.failed += 1
             else:
                 pending.append(task)
@@ -316,7 +316,7 @@ class Core:
         task = ev.task
         attempts = self._attempts[task]
         if ev.exit_code == 0 and not ev.timed_out:
-            self._status[task] = _DONE
+            self._status[task] = DONE
             self.done += 1
             self.last_finish_at = ev.now
             actions.append(RecordResult(task, "done", ev.machine, attempts, ev.exit_code, ev.runtime_s,
@@ -330,10 +330,10 @@ class Core:
         failures = self._failures.get(task, 0) + 1
         self._failures[task] = failures
         if failures <= self.retries:
-            self._status[task] = _PENDING
+            self._status[task] = PENDING
             self._retry.append((task, ev.machine))
             return self._feed_hungry()
-        self._status[task] = _FAILED
+        self._status[task] = FAILED
         self.failed += 1
         self.last_finish_at = ev.now
         return [RecordResult(task, "failed", ev.machine, self._attempts[task], ev.exit_code,
@@ -361,7 +361,7 @@ class Core:
         cluster = self.clusters[machine.cluster]
         wanted = min(cluster.max, self.remaining)
         have = len(self.live_machines(machine.cluster)) + self._requested[machine.cluster]
-        if (self.remaining > 0 and have < wanted and self._lost_in_a_row[machine.cluster] < _GIVE_UP_AFTER
+        if (self.remaining > 0 and have < wanted and self._lost_in_a_row[machine.cluster] < GIVE_UP_AFTER
                 and self.machines_allowed() > 0):
             self._requested[machine.cluster] += 1
             return [Acquire(machine.cluster, 1)]
@@ -412,7 +412,7 @@ class Core:
 
     def _return_task(self, task: int, attempt: int, machine: Machine) -> None:
         """A task in flight on a machine that is gone goes back into the bag."""
-        self._status[task] = _PENDING
+        self._status[task] = PENDING
         self._pending.append(task)
 
     def _next_task(self, machine: Machine) -> int | None:
@@ -454,8 +454,8 @@ class Core:
                 self._hungry[machine.id] = None
                 return actions
             machine.wanted -= 1
-            if self._status[task] == _PENDING:  # a replicated task's extra copy keeps its status
-                self._status[task] = _RUNNING
+            if self._status[task] == PENDING:  # a replicated task's extra copy keeps its status
+                self._status[task] = RUNNING
             attempt = self._attempts[task] + 1
             self._attempts[task] = attempt
             if not machine.held:

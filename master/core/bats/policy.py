@@ -190,7 +190,7 @@ class BatsCore(c.Core):
             task = pending[index]
             pending[index] = pending[-1]
             pending.pop()
-            self._status[task] = c._RUNNING
+            self._status[task] = c.RUNNING
             self._replicas.add(task)
             self._replica_order.append(task)
             self._replica_runtime[task] = {}
@@ -247,8 +247,8 @@ class BatsCore(c.Core):
         self._replica_open[task] -= 1
         if self._replica_open[task] <= 0:
             self._replicas.discard(task)
-            if self._status[task] == c._RUNNING:
-                self._status[task] = c._PENDING
+            if self._status[task] == c.RUNNING:
+                self._status[task] = c.PENDING
                 self._pending.append(task)
 
     def _settle(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
@@ -262,7 +262,7 @@ class BatsCore(c.Core):
             last = self._replica_open[task] <= 0
             if last:
                 self._replicas.discard(task)
-            if self._status[task] == c._RUNNING:
+            if self._status[task] == c.RUNNING:
                 if ev.exit_code == 0 and not ev.timed_out:
                     return super()._settle(machine, ev)  # the first copy that succeeds is the result
                 if last:  # no copy succeeded: an ordinary failure (retried if retries allow)
@@ -733,7 +733,7 @@ class BatsCore(c.Core):
         return [m for m in self.machines.values() if m.cluster == cluster]
 
     def _replace_possible(self, cluster: str) -> bool:
-        return self._lost_in_a_row[cluster] < c._GIVE_UP_AFTER
+        return self._lost_in_a_row[cluster] < c.GIVE_UP_AFTER
 
     def _deactivate(self, name: str) -> None:
         self._active.pop(name, None)
@@ -751,7 +751,7 @@ class BatsCore(c.Core):
 
     def _replace_lost(self, machine: c.Machine, now: float) -> list[c.Action]:
         name = machine.cluster
-        if self.remaining <= 0 or self._lost_in_a_row[name] >= c._GIVE_UP_AFTER:
+        if self.remaining <= 0 or self._lost_in_a_row[name] >= c.GIVE_UP_AFTER:
             return []
         if self.phase == SAMPLING:
             want = self._sampling_workers[name] if name in self._active else 0
@@ -782,10 +782,10 @@ class BatsCore(c.Core):
         ids = set(self._pending)
         ids.update(task for task, _machine in self._retry)
         ids.update(task for m in self.live_machines() for task, _attempt in m.held)
-        ids.update(task for task in self._replica_order if self._status[task] == c._RUNNING)
+        ids.update(task for task in self._replica_order if self._status[task] == c.RUNNING)
         for todo in self._replica_todo.values():
             ids.update(todo)
-        return sorted(t for t in ids if self._status[t] in (c._PENDING, c._RUNNING))
+        return sorted(t for t in ids if self._status[t] in (c.PENDING, c.RUNNING))
 
     def report(self, now: float) -> dict:
         figures = super().report(now)

@@ -333,7 +333,7 @@ class DeadlineCore(BatsCore):
         name = machine.cluster
         if self.phase != EXECUTING:
             return super()._replace_lost(machine, now)
-        if self.remaining <= 0 or self._lost_in_a_row[name] >= c._GIVE_UP_AFTER:
+        if self.remaining <= 0 or self._lost_in_a_row[name] >= c.GIVE_UP_AFTER:
             return []
         have = sum(1 for m in self.live_machines(name)
                    if m.release_at is None or m.release_reason == STOPPED_BY_PLAN) + self._requested[name]

@@ -142,7 +142,7 @@ class OffersCore(c.Core):
         for name, cl in self.clusters.items():
             left = self._left_for(name)  # to hand out: tasks held are on machines already
             have = len(self.live_machines(name)) + self._requested[name]
-            if left > 0 and self._lost_in_a_row[name] < c._GIVE_UP_AFTER:
+            if left > 0 and self._lost_in_a_row[name] < c.GIVE_UP_AFTER:
                 want[name] = max(0, min(cl.max, left) - have)
         give = dict.fromkeys(want, 0)
         allowed = self.machines_allowed()
@@ -191,7 +191,7 @@ class OffersCore(c.Core):
         return task
 
     def _return_task(self, task: int, attempt: int, machine: c.Machine) -> None:
-        self._status[task] = c._PENDING
+        self._status[task] = c.PENDING
         self._share[self._owner.get(task, machine.cluster)].append(task)
 
     def _better_left_for_an_idle_machine(self, machine: c.Machine) -> bool:
