@@ -22,7 +22,7 @@ from bats.common.protocol import encode
 from runs import results as export
 from runs import wait_for
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 
 
 def write_bag(path: Path, commands: list[str]) -> Path:

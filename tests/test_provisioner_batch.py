@@ -28,7 +28,7 @@ from daemons import SGE_ENV, running, start_sge, start_slurm, wait_until
 from runs import kill_all
 from runs import results as export
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 WORKER = str(Path(sys.executable).with_name("bats-worker"))
 BACKENDS = {"sge": (SgeProvisioner, start_sge, ["-h"]), "slurm": (SlurmProvisioner, start_slurm, ["--hold"])}
 

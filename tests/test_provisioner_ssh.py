@@ -22,7 +22,7 @@ from daemons import Sshd, start_sshd, stop_sshd, wait_until
 from runs import kill_all
 from runs import results as export
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 WORKER = str(Path(sys.executable).with_name("bats-worker"))
 
 
