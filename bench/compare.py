@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/compare.py [--settings s3-4,ndb,...] [--tasks N] [--seed S] [--out FILE]
 
-How this works (issue 5, part 4). Every run is a ``bats-sim`` run (:func:`bats.master.sim.driver.simulate`,
+How this works. Every run is a ``bats-sim`` run (:func:`bats.master.sim.driver.simulate`,
 virtual time, the same cores as ``bats-master``) with one fixed seed, so the same code gives the
 same table. The settings are
 

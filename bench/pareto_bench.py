@@ -1,6 +1,6 @@
 """``make bench`` section 7: seed 003's planning on its largest pool mix (40-60-100).
 
-Three targets (issue 4): the exact Pareto front of the 40-60-100 mix in at most 200 ms, seed 003's
+Three targets: the exact Pareto front of the 40-60-100 mix in at most 200 ms, seed 003's
 GA with a population of 2,000 in at most 2 s, and re-planning after a spot price change (the
 core's whole ``PriceChanged`` step while executing) in at most 200 ms. Times are CPU seconds of
 this process (``time.process_time``), so other load on a shared machine counts less than it would

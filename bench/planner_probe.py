@@ -1,4 +1,4 @@
-"""Timings for issue 4 until `make bench` has a section for them: seed 003's GA (population
+"""Timings until `make bench` has a section for them: seed 003's GA (population
 2,000) and the exact Pareto front, 1,000 tasks, on a 3-type pool limited to 40/60/100 and on the
 paper's six-type 40-60-100 mix (a pool of 100). Medians of 5 runs:
 
