@@ -98,7 +98,7 @@ def parse_hosts(options: dict[str, Any], config_dir: str) -> list[Host]:
     default_port = options.get("port") or 22
     if not 0 < default_port < 65536:
         raise ProvisionerConfigError(f"port: must be 1-65535, got {default_port}")
-    defaults = {"user": options.get("user"), "port": default_port,
+    defaults: dict[str, Any] = {"user": options.get("user"), "port": default_port,
                 "key": _resolve(options.get("key"), config_dir), "slots": options.get("slots") or 1}
     hosts: list[Host] = []
 

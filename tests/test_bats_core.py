@@ -18,6 +18,8 @@ import pytest
 from bats.common.config import ClusterConfig, Config, MasterConfig, SamplingConfig
 from bats.master.core.bats import policy as b
 from bats.master import core as c
+from bats.master.driver import Driver as BaseDriver
+from bats.master.driver import carries_out
 from bats.master.core.bats.policy import BatsCore, BatsSettings, Choice
 from bats.master.core.events import ScheduleChosen
 from bats.master.core.planning.estimate import REPLICATED_TASKS, sample_size
@@ -43,7 +45,7 @@ def make_core(tasks: int = 30, clusters=None, settings_=SETTINGS, seed: int = 1)
     return BatsCore(range(1, tasks + 1), clusters or two_clusters(), random.Random(seed), settings_, max_held=1)
 
 
-class Driver:
+class Driver(BaseDriver):
     """Feeds a core by hand and keeps, per machine, the tasks it was sent with the time each will
     end (one at a time, ``runtimes[cluster]`` seconds each); :meth:`step` reports the earliest."""
 
@@ -52,20 +54,31 @@ class Driver:
         self.runtimes = dict(runtimes or RUNTIMES)
         self.running: dict[str, list[tuple[float, int, int]]] = {}
         self.actions: list[c.Action] = []
+        self.now = 0.0
+        BaseDriver.__init__(self)
 
     def feed(self, event) -> list:
-        actions = self.core.handle(event)
+        self.now = event.now
+        actions = super().feed(event)
         self.actions.extend(actions)
-        for a in actions:
-            if isinstance(a, c.Dispatch):
-                queue = self.running.setdefault(a.machine, [])
-                start = queue[-1][0] if queue else event.now
-                queue.append((start + self.runtimes[self.core.machines[a.machine].cluster], a.task, a.attempt))
-            elif isinstance(a, c.Release):
-                self.running.pop(a.machine, None)
         if isinstance(event, c.MachineLost):
             self.running.pop(event.machine, None)
         return actions
+
+    @carries_out(c.Dispatch)
+    def _dispatch(self, a: c.Dispatch) -> None:
+        queue = self.running.setdefault(a.machine, [])
+        start = queue[-1][0] if queue else self.now
+        queue.append((start + self.runtimes[self.core.machines[a.machine].cluster], a.task, a.attempt))
+
+    @carries_out(c.Release)
+    def _release(self, a: c.Release) -> None:
+        self.running.pop(a.machine, None)
+
+    @carries_out(c.Acquire, c.RecordResult, c.IgnoreResult, c.Finish, c.OfferOptions, c.WakeAt, c.Notify,
+                 c.AskOffers)
+    def _noted(self, a: c.Action) -> None:
+        """The test reads these from the returned actions."""
 
     def up(self, now: float, *machines: str) -> list:
         """Machines acquired, booted and asking for a task; ``a1`` is of cluster ``a``."""

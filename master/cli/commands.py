@@ -291,6 +291,7 @@ def _replace_keys(state_dir: Path, keys) -> None:
 
 def _bind(config: Config, keys):
     import zmq
+
     from bats.master.server.loop import bind_router
 
     listen, _advertise = _endpoints(config)
@@ -434,6 +435,7 @@ def _log_every(core) -> float:
 def _control(state_dir: str, run_id: str):
     """The socket ``bats-master status`` asks; a run goes on without it if it cannot be made."""
     import zmq
+
     from bats.master.views.status import ControlServer
 
     try:

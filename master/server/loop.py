@@ -46,6 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
+
 from bats.common.config import Config
 from bats.common.protocol import (
     MAX_FRAME_BYTES,
@@ -58,10 +60,10 @@ from bats.master import core as c
 from bats.master.cli.choosing import Chooser, StopRun
 from bats.master.core.bats import policy as b
 from bats.master.core.offers.compose import Offer
+from bats.master.driver import Driver, carries_out
 from bats.master.state.bag import Bag
 from bats.master.state.journal import Journal, JournalError
 from bats.provisioners.base import MachineHandle, MachineState, Provisioner
-from zmq.auth.thread import ThreadAuthenticator
 
 from .calls import Calls, Outcome
 from .security import MasterKeys, secure_router
@@ -89,7 +91,7 @@ class _Peer:
     key: str | None = None  # the connection's CurveZMQ client key (None without encryption)
 
 
-class Server:
+class Server(Driver):
     """Runs one session of a bag: see the module docstring."""
 
     def __init__(
@@ -147,18 +149,7 @@ class Server:
         self._early: dict[str, tuple[bytes, dict, str | None]] = {}  # hellos that came before their acquisition returned
         self._on_outcome = {"acquire": self._acquired, "release": self._released, "status": self._statuses}
         self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
-        self._execute = {
-            c.Dispatch: self._do_dispatch,
-            c.RecordResult: self._do_record,
-            c.Acquire: self._do_acquire,
-            c.Release: self._do_release,
-            c.IgnoreResult: self._do_ignore,
-            c.Finish: self._do_finish,
-            c.OfferOptions: self._do_offer,
-            c.WakeAt: self._do_wake,
-            c.Notify: self._do_notify,
-            c.AskOffers: self._do_ask_offers,
-        }
+        Driver.__init__(self)
 
     # ------------------------------------------------------------ the loop
     def run(self) -> c.Finish:
@@ -252,7 +243,6 @@ class Server:
     def _feed(self, event: c.Event) -> None:
         """Hand an event to the core and carry out its actions at once (an action may feed more
         events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
-        execute = self._execute
         if self._planning:  # the event that ends the sampling phase carries the planning step
             started = time.perf_counter()
             actions = self.core.handle(event)
@@ -261,8 +251,7 @@ class Server:
                 self.plan_s = time.perf_counter() - started
         else:
             actions = self.core.handle(event)
-        for action in actions:
-            execute[type(action)](action)
+        self.carry_out(actions)
 
     # ------------------------------------------------------------ frames in
     def _drop(self, peer: str, reason: str) -> None:
@@ -402,6 +391,7 @@ class Server:
         except zmq.Again:
             log.warning("send queue full for peer %s; frame dropped", identity.hex())
 
+    @carries_out(c.Dispatch)
     def _do_dispatch(self, action: c.Dispatch) -> None:
         peer = self.peer_of.get(action.machine)
         if peer is None:  # cannot happen: the core dispatches only to machines that asked
@@ -410,6 +400,7 @@ class Server:
         self._send(peer.identity, encode("task", task=action.task, attempt=action.attempt,
                                          command=self.bag.command(action.task), timeout_s=self.task_timeout_s))
 
+    @carries_out(c.RecordResult)
     def _do_record(self, action: c.RecordResult) -> None:
         self.journal.record_result(
             action.task, action.status, action.exit_code, action.runtime_s, action.machine,
@@ -437,6 +428,7 @@ class Server:
             if not self.calls.busy("acquire", early[1]["cluster"]) and self._early.pop(machine_id, None):
                 self._on_hello(*early)
 
+    @carries_out(c.Acquire)
     def _do_acquire(self, action: c.Acquire) -> None:
         if self._shutting_down:
             return
@@ -529,6 +521,7 @@ class Server:
             log.warning("cluster %s: price per ATU is now %g (quoted by its provisioner)", name, price)
             self._feed(c.PriceChanged(now, name, price))
 
+    @carries_out(c.Release)
     def _do_release(self, action: c.Release) -> None:
         peer = self.peer_of.get(action.machine)
         if peer is not None:
@@ -537,12 +530,15 @@ class Server:
             self._forget(peer)
         self._give_back(action.machine, time.time())
 
+    @carries_out(c.IgnoreResult)
     def _do_ignore(self, action: c.IgnoreResult) -> None:
         log.info("ignored result of task %d from %s: %s", action.task, action.machine, action.reason)
 
+    @carries_out(c.Finish)
     def _do_finish(self, action: c.Finish) -> None:
         self.finish = action
 
+    @carries_out(c.OfferOptions)
     def _do_offer(self, action: c.OfferOptions) -> None:
         """Sampling is over: record the options, let the chooser answer (now, or on a later tick)."""
         self.journal.set_meta("options_offered_at", time.time())
@@ -579,12 +575,15 @@ class Server:
             "session": self.session,
         })
 
+    @carries_out(c.WakeAt)
     def _do_wake(self, action: c.WakeAt) -> None:
         pass  # the loop ticks every TICK_S; the release margin is longer than that
 
+    @carries_out(c.Notify)
     def _do_notify(self, action: c.Notify) -> None:
         log.warning("%s", action.message)
 
+    @carries_out(c.AskOffers)
     def _do_ask_offers(self, action: c.AskOffers) -> None:
         """Seed 002 steps 1-3: every cluster's provisioner offers (or not); the core composes."""
         offers: list[Offer] = []
@@ -783,7 +782,7 @@ def bind_router(endpoint: str, keys: MasterKeys | None = None
 
     With ``keys`` the socket is a CurveZMQ server and the returned ZAP authenticator (a thread) must
     be stopped after the socket is closed; without them (``--insecure``) it is plain TCP."""
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     sock = context.socket(zmq.ROUTER)
     auth = secure_router(context, sock, keys) if keys is not None else None
     sock.setsockopt(zmq.LINGER, 500)

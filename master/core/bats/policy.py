@@ -55,6 +55,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
+
 from bats.common.config import ClusterConfig, Config
 from bats.master import core as c
 
@@ -644,7 +645,7 @@ class BatsCore(c.Core):
     def _monitor(self, now: float) -> list[c.Action]:
         """§3.1 every monitoring interval: re-plan when N_e > N_p (+ dN), then keep to the budget."""
         self._last_monitor = now
-        views = self._views(now)
+        views: MachineTable | None = self._views(now)
         result = check(views, self._tasks_not_started(), self.billings, self._tau_e(),
                        self._delta_n_allowed, spent_before=self._gone_spent(now),
                        release_margin_s=self.settings.release_margin_s)

@@ -122,8 +122,8 @@ class DeadlineCore(BatsCore):
         earliest finish (``earliest_s`` set), else (None, False)."""
         clusters = self._program(now)
         left = self.deadline.deadline_s - self._elapsed(now)
-        kw = {"interval_s": self.deadline.interval_s, "max_machines": self.max_machines,
-              "tail_tasks": self.deadline.tail_tasks}
+        kw: dict[str, Any] = {"interval_s": self.deadline.interval_s, "max_machines": self.max_machines,
+                              "tail_tasks": self.deadline.tail_tasks}
         n = max(1, self.remaining)
         log.debug("deadline ILP: %d tasks, %.0fs left, clusters %s", n, left, clusters)
         if left > 1.0:
