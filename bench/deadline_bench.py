@@ -10,8 +10,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from bats.master.core.deadline.ilp import DeadlineCluster, cheapest_plan
 from sections import Section, fmt, verdict
+
+from bats.master.core.deadline.ilp import DeadlineCluster, cheapest_plan
 
 T_ILP_MS = 100.0
 TASKS = 1_000

@@ -14,9 +14,10 @@ import time
 
 import numpy as np
 import seed003 as s3
+from sections import Section, fmt, verdict
+
 from bats.master.core.planning.ga import GAParams, ga_front
 from bats.master.core.planning.planner import Planner
-from sections import Section, fmt, verdict
 
 T_EXACT_MS = 200.0
 T_GA_MS = 2_000.0

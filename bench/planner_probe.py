@@ -4,11 +4,16 @@ paper's six-type 40-60-100 mix (a pool of 100). Medians of 5 runs:
 
     .venv/bin/python bench/planner_probe.py
 """
-import statistics, sys, time
+import statistics
+import sys
+import time
+
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "tests"))
 from test_ga import paper_mix, paper_six
+
 from bats.master.core.planning.ga import ga_front
 from bats.master.core.planning.planner import Planner
+
 
 def med(f, k=5):
     ts = []

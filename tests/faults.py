@@ -272,9 +272,9 @@ def pause_worker(root: Path, rng: random.Random, backend: Backend = LOCAL) -> Au
 
 def cut_network(root: Path, rng: random.Random) -> Audit:
     """Every worker connects through a TCP proxy; one connection is cut past the liveness limit."""
-    from netproxy import TcpProxy
-
     import socket as _socket
+
+    from netproxy import TcpProxy
 
     with _socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -18,9 +18,10 @@ import psutil
 import pytest
 import zmq
 import zmq.auth
-from bats.common.protocol import encode
 from runs import results as export
 from runs import wait_for
+
+from bats.common.protocol import encode
 
 MASTER = [sys.executable, "-m", "bats.master.cli"]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from bats.common.config import ConfigError, load_config
 from bats.common.durations import parse_duration
 from bats.master.state.bag import MAX_LINE_BYTES, BagError, load_bag

@@ -7,11 +7,12 @@ import math
 from dataclasses import replace
 
 import pytest
-from bats.master.core.planning import planner as p
-from bats.master.core.planning.planner import ClusterPlan, Planner
 from brute_force import configurations, pareto_points
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from bats.master.core.planning import planner as p
+from bats.master.core.planning.planner import ClusterPlan, Planner
 
 HOUR = 3600.0
 SCALE = 10_000  # prices in whole ten-thousandths of a dollar: $0.0031 is 31, $0.13 is 1300

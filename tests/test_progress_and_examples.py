@@ -6,10 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from terminal import run_on_terminal
+
 from bats import provisioners
 from bats.common.config import load_config
 from bats.master.state.bag import load_bag
-from terminal import run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[1]
 MASTER = [sys.executable, "-m", "bats.master.cli"]

@@ -306,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
     journal, bag, config, settings, (_context, sock, bound, auth, keys) = _prepare(args, _bind)
     # imported only now, so that bad input is reported without loading the runtime
     from bats import provisioners
-    from bats.master.core.bats.policy import build_core
+    from bats.master.core.registry import build_core
     from bats.master.server.loop import Server
     from bats.master.views.live import LiveView, Watch
     from bats.master.views.report import build_report, summary, write_report

@@ -111,6 +111,8 @@ class Core:
     ``_return_task``, ``_replace_lost``, ``_on_tick``, and adds events to ``_handlers``.
     """
 
+    name = "self"  # the --policy word; each policy sets its own (core/registry.py)
+
     _handlers: ClassVar[dict[type, Callable[..., list[Action]]]]
 
     def __init__(

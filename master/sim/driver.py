@@ -89,6 +89,7 @@ from bats.master.core.offers.generate import (
     pool_at,
 )
 from bats.master.core.offers.policy import OffersCore
+from bats.master.core.registry import build_core
 from bats.master.driver import Driver, carries_out
 
 if TYPE_CHECKING:
@@ -492,7 +493,7 @@ def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: in
 
     choice = choice or Choice(policy="self")
     base = runtimes.sample(np.random.default_rng(seed), tasks)
-    core = b.build_core(range(1, tasks + 1), config, random.Random(seed), choice, retries=retries,
+    core = build_core(range(1, tasks + 1), config, random.Random(seed), choice, retries=retries,
                         boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
                         adaptive_prefetch=config.master.prefetch is None)
     sim = (simulator or Simulator)(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,

@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("bats.progress")
 LOG_EVERY_S = 5.0  # without a budget (no monitoring interval): a log line this often
 SNAPSHOT_EVERY_S = 0.5  # the figures are recomputed at most this often (the tick is 0.2 s)
-POLICIES = {"BatsCore": "bats", "DeadlineCore": "deadline", "AdaptiveCore": "adaptive"}  # else "self"
-
-
 def snapshot(server: Server, started_wall: float, already: int, now: float | None = None) -> dict[str, Any]:
     """The run's live figures (see the module docstring); ``already`` tasks were finished by
     earlier sessions and do not count towards this session's rate."""
@@ -90,7 +87,7 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
         "now": now,
         "started_at": started_wall,
         "elapsed_s": round(elapsed, 3),
-        "policy": POLICIES.get(type(core).__name__, "self"),
+        "policy": core.name,
         "phase": getattr(core, "phase", None) or "running",
         "stopping": server.stop_reason,
         "tasks": {"total": core.total, "done": core.done, "failed": core.failed, "remaining": core.remaining,

@@ -69,6 +69,8 @@ class AdaptiveSettings:
 class AdaptiveCore(c.Core):
     """Seed 001's adaptive host heuristic; see the module docstring."""
 
+    name = "adaptive"
+
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: AdaptiveSettings, **kwargs: Any) -> None:
         super().__init__(task_ids, clusters, rng, **kwargs)

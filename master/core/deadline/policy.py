@@ -83,6 +83,8 @@ def rounded_up(seconds: float) -> float:
 class DeadlineCore(BatsCore):
     """Sampling, then seed 004's cheapest plan for a deadline; see the module docstring."""
 
+    name = "deadline"
+
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: BatsSettings, deadline: DeadlineSettings, **kwargs: Any) -> None:
         super().__init__(task_ids, clusters, rng, settings, **kwargs)

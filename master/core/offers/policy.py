@@ -76,6 +76,8 @@ def offers_config(config: Config, *, task_runtime_s: float, publish_capacity: bo
 class OffersCore(c.Core):
     """Seed 002's metascheduler; see the module docstring."""
 
+    name = "offers"
+
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: OffersSettings, **kwargs: Any) -> None:
         super().__init__(task_ids, clusters, rng, **kwargs)
