@@ -220,11 +220,9 @@ class AdaptiveCore(c.Core):
             actions.extend(self._periodic(ev.now))
         return actions
 
-    def handle(self, event: c.Event) -> list[c.Action]:
-        actions = super().handle(event)
+    def _after_event(self, event: c.Event, actions: list[c.Action]) -> None:
         if self.finished is None and self.started_at is not None:
             actions.extend(self._ends(event.now))
-        return actions
 
     def _ends(self, now: float) -> list[c.Action]:
         """Hosts at the end of their window (or idle with no task that fits before it): kept for

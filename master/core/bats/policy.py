@@ -58,6 +58,7 @@ import numpy as np
 
 from bats.common.config import ClusterConfig
 from bats.master import core as c
+from bats.master.core.base import handles
 
 from ..actions import Notify, OfferOptions, WakeAt
 from ..events import ScheduleChosen
@@ -404,6 +405,7 @@ class BatsCore(c.Core):
         return [Notify(f"price of {ev.cluster} {old:g} -> {ev.price:g}: the options were re-planned"),
                 OfferOptions(tuple(self.options), self.tasks_at_plan, dict(self.plan_estimates))]
 
+    @handles(ScheduleChosen)
     def _on_schedule_chosen(self, ev: ScheduleChosen) -> list[c.Action]:
         if self.phase != OFFERING:
             return []
@@ -641,12 +643,10 @@ class BatsCore(c.Core):
                 self._retire(m, now, m.release_reason)
         return actions
 
-    def handle(self, event: c.Event) -> list[c.Action]:
-        actions = super().handle(event)
+    def _after_event(self, event: c.Event, actions: list[c.Action]) -> None:
         if self._due_now and self.finished is None:  # marked at an edge already within the margin:
             actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
             actions.extend(self._finish_if_stranded(event.now))
-        return actions
 
     def _drop_stranded_clusters(self) -> None:
         """A cluster with no machine left or coming (acquisition failed, machines lost) cannot
@@ -777,7 +777,3 @@ def _affordable(counts: dict[str, int], costs: Mapping[str, float], budget: floa
                 left -= cost
                 progress = True
     return given
-
-
-BatsCore._handlers = {**c.Core._handlers, ScheduleChosen: BatsCore._on_schedule_chosen,
-                      c.PriceChanged: BatsCore._on_price_changed}

@@ -41,6 +41,7 @@ from typing import Any
 from bats.common.config import ClusterConfig, Config
 from bats.common.durations import format_duration
 from bats.master import core as c
+from bats.master.core.base import handles
 
 from ..actions import AskOffers, Notify
 from ..events import OffersMade
@@ -100,6 +101,7 @@ class OffersCore(c.Core):
             return None
         return {name: cl.max * cl.speed for name, cl in self.clusters.items()}
 
+    @handles(OffersMade)
     def _on_offers_made(self, ev: OffersMade) -> list[c.Action]:
         if self.composite is not None or self.asked_at is None:
             return []
@@ -265,6 +267,3 @@ class OffersCore(c.Core):
             "met": met,
         }
         return figures
-
-
-OffersCore._handlers = {**c.Core._handlers, OffersMade: OffersCore._on_offers_made}
