@@ -32,3 +32,20 @@ def test_an_unknown_policy_names_the_known_ones():
 def test_offers_needs_a_deadline():
     with pytest.raises(ValueError, match="needs a deadline"):
         build_core(range(1, 3), default_config(), random.Random(1), Choice(policy="offers"))
+
+
+@pytest.mark.parametrize("policy", ["self", "bats", "deadline", "adaptive"])
+def test_every_core_has_a_typed_read_only_view(policy):
+    import dataclasses
+
+    from bats.master.core.view import CoreView
+
+    deadline = 3600.0 if policy == "deadline" else None
+    core = build_core(range(1, 11), default_config(), random.Random(1), Choice(policy=policy, deadline=deadline))
+    view = core.view()
+    assert isinstance(view, CoreView) and view.policy == policy
+    assert view.phase == ("sampling" if policy in ("bats", "deadline") else "running")
+    assert (view.deadline_s == 3600.0) if policy == "deadline" else view.deadline_s is None
+    assert view.selected is None and not view.options
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        view.phase = "x"  # type: ignore[misc]

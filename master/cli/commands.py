@@ -378,7 +378,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         saved = _close_journal(journal)
     print(summary(report, report_path))
-    planned_only = choice.plan_only and (getattr(core, "options", None) or getattr(core, "plan", None))
+    view = core.view()
+    planned_only = choice.plan_only and bool(view.options or view.plan)
     return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
 
 
@@ -428,8 +429,7 @@ def _log_every(core) -> float:
     when there is no budget to monitor)."""
     from bats.master.views.live import LOG_EVERY_S
 
-    settings = getattr(core, "settings", None)
-    return getattr(settings, "monitor_interval_s", None) or LOG_EVERY_S
+    return core.view().monitor_interval_s or LOG_EVERY_S
 
 
 def _control(state_dir: str, run_id: str):
@@ -447,7 +447,8 @@ def _control(state_dir: str, run_id: str):
 
 def _redraw_plot(path: str | None, core) -> None:
     """``--plot``: once the run is over, draw the options again with the chosen one circled."""
-    options, selected = getattr(core, "options", None), getattr(core, "selected", None)
+    view = core.view()
+    options, selected = view.options, view.selected
     if not path or not options or selected is None:
         return
     from bats.master.views.plots import write_options_png

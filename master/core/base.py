@@ -63,6 +63,7 @@ from .events import (
     Tick,
     WorkerAsked,
 )
+from .view import CoreView
 
 DEFAULT_MAX_HELD = 2  # tasks a worker may hold: the running one plus one prefetched
 SHORT_TASK_S = 0.01  # with adaptive prefetch, tasks shorter than this get deeper worker queues
@@ -151,6 +152,11 @@ class Core:
     """
 
     name = "self"  # the --policy word; each policy sets its own (core/registry.py)
+    phase = "running"  # a policy with phases (sampling, offering, executing) keeps its current one here
+
+    def view(self) -> CoreView:
+        """What the views and drivers may read of this core (see :mod:`.view`)."""
+        return CoreView(policy=self.name, phase=self.phase)
 
     _handlers: ClassVar[dict[type, Callable[..., list[Action]]]] = {}
 

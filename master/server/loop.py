@@ -120,7 +120,7 @@ class Server(Driver):
         self.on_tick = on_tick
         self.chooser = chooser
         self.plan_s: float | None = None  # wall time of the planning step that ended sampling
-        self._planning = getattr(core, "phase", None) == b.SAMPLING
+        self._planning = core.view().phase == b.SAMPLING
         self._plan_journaled = False
         self._price_feed: list[tuple[float, str, float]] = []
         self._price_polled: dict[str, float] = {}  # cluster -> time.monotonic() of its last price_now()
@@ -246,7 +246,7 @@ class Server(Driver):
         if self._planning:  # the event that ends the sampling phase carries the planning step
             started = time.perf_counter()
             actions = self.core.handle(event)
-            if self.core.phase != b.SAMPLING:  # type: ignore[attr-defined]
+            if self.core.phase != b.SAMPLING:
                 self._planning = False
                 self.plan_s = time.perf_counter() - started
         else:
@@ -549,7 +549,7 @@ class Server(Driver):
         self._take_choice()
 
     def _take_choice(self) -> None:
-        if self.chooser is None or getattr(self.core, "phase", None) != b.OFFERING:
+        if self.chooser is None or self.core.view().phase != b.OFFERING:
             return
         answer = self.chooser.poll(self.core)  # type: ignore[arg-type]
         if answer is None:
@@ -563,15 +563,15 @@ class Server(Driver):
     def _journal_plan(self) -> None:
         """Once a plan is being executed, journal its budget, so that ``--resume`` goes on with
         the money left instead of sampling and asking again."""
-        core = self.core
-        selected = getattr(core, "selected", None)
+        view = self.core.view()
+        selected = view.selected
         if selected is None or self._plan_journaled:
             return
         self._plan_journaled = True
         self.journal.set_meta("plan", {
             "option": selected.id, "label": selected.label, "machines": selected.machines,
-            "budget": core.budget, "cushion": core.cushion, "cushion_accepted": core.cushion_accepted,
-            "sampling_cost": core.sampling_cost, "implicit": core.settings.budget is not None,
+            "budget": view.budget, "cushion": view.cushion, "cushion_accepted": view.cushion_accepted,
+            "sampling_cost": view.sampling_cost, "implicit": view.budget_up_front,
             "session": self.session,
         })
 

@@ -185,7 +185,7 @@ class Simulator(Driver):
         self._pools = {name: pool_at(cl.max, [background_job(j.submit_s, j.slots, j.runtime_s) for j in cl.background], 0.0)
                        for name, cl in config.clusters.items() if cl.background is not None}
         self._pool_next: dict[str, float] = {}
-        deadline = getattr(getattr(core, "settings", None), "deadline_s", None)
+        deadline = core.view().deadline_s
         self._pool_due = deadline if isinstance(core, OffersCore) and deadline is not None else math.inf
         self.faults = faults or SimFaults()
         self._fault_random = random.Random(f"bats-sim machine faults {self.faults.seed}").random
@@ -235,10 +235,10 @@ class Simulator(Driver):
                     machine.running = False
                 code = 1 if fail_rate and fail_random() < fail_rate else 0
                 events += 1
-                sampling = getattr(self.core, "phase", None) == b.SAMPLING
+                sampling = self.core.phase == b.SAMPLING
                 started = time.perf_counter() if sampling else 0.0
                 actions = handle(finished_event(now, machine.id, task, attempt, code, runtime))
-                if sampling and self.plan_s is None and self.core.phase != b.SAMPLING:  # type: ignore[attr-defined]
+                if sampling and self.plan_s is None and self.core.phase != b.SAMPLING:
                     self.plan_s = time.perf_counter() - started
                 carry_out(actions)
             elif kind == _WAKE:
@@ -594,7 +594,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _plot(path: str | None, core: c.Core) -> None:
     """``--plot FILE.png``: the options offered, the chosen one circled."""
-    options = getattr(core, "options", None)
+    view = core.view()
+    options = view.options
     if not path:
         return
     if not options:
@@ -602,10 +603,9 @@ def _plot(path: str | None, core: c.Core) -> None:
         return
     from bats.master.views.plots import write_options_png
 
-    selected = getattr(core, "selected", None)
+    selected = view.selected
     try:
-        write_options_png(path, options, chosen=selected.id if selected else None,
-                          tasks=getattr(core, "tasks_at_plan", None))
+        write_options_png(path, options, chosen=selected.id if selected else None, tasks=view.tasks_at_plan)
     except OSError as exc:
         log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 

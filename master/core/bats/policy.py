@@ -76,6 +76,7 @@ from ..planning.monitor import (
     plan_releases,
 )
 from ..planning.planner import ClusterPlan, Option, Planner
+from ..view import CoreView
 from .sampling import Sample
 from .settings import BatsSettings, Choice, option_record
 
@@ -99,6 +100,14 @@ class BatsCore(c.Core):
     """The BaTS policy; see the module docstring."""
 
     name = "bats"
+
+    def view(self) -> CoreView:
+        return CoreView(policy=self.name, phase=self.phase, options=self.options, tasks_at_plan=self.tasks_at_plan,
+                        plan_estimates=self.plan_estimates, selected=self.selected, budget=self.budget,
+                        cushion=self.cushion, cushion_accepted=self.cushion_accepted,
+                        sampling_cost=self.sampling_cost, budget_up_front=self.settings.budget is not None,
+                        reconfigurations=self.reconfigurations, plan_end=self._plan_end,
+                        monitor_interval_s=self.settings.monitor_interval_s)
 
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: BatsSettings, **kwargs: Any) -> None:

@@ -40,6 +40,7 @@ estimated cost is reported next to what the run really spent.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -54,6 +55,7 @@ from bats.master import core as c
 from ..actions import Notify, WakeAt
 from ..bats.policy import EXECUTING, BatsCore, BatsSettings
 from ..planning.monitor import Billing
+from ..view import CoreView
 from .ilp import (
     DEFAULT_INTERVAL_S,
     DeadlineCluster,
@@ -84,6 +86,9 @@ class DeadlineCore(BatsCore):
     """Sampling, then seed 004's cheapest plan for a deadline; see the module docstring."""
 
     name = "deadline"
+
+    def view(self) -> CoreView:
+        return dataclasses.replace(super().view(), deadline_s=self.deadline.deadline_s, plan=self.plan)
 
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: BatsSettings, deadline: DeadlineSettings, **kwargs: Any) -> None:

@@ -45,6 +45,7 @@ from bats.master.core.base import handles
 
 from ..actions import AskOffers, Notify
 from ..events import OffersMade
+from ..view import CoreView
 from .compose import Composite, Offer, compose
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,9 @@ class OffersCore(c.Core):
     """Seed 002's metascheduler; see the module docstring."""
 
     name = "offers"
+
+    def view(self) -> CoreView:
+        return CoreView(policy=self.name, deadline_s=self.settings.deadline_s)
 
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: OffersSettings, **kwargs: Any) -> None:
