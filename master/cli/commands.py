@@ -159,8 +159,8 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
             "planner": choice.planner, "all_options": choice.all_options, "deadline": choice.deadline}
 
 
-def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
-    """Open or create the run: returns (journal, bag, config, settings, bind(config)).
+def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
+    """Open or create the run: returns (journal, bag, config, settings, bind(config, keys)).
 
     On a new run everything is checked and ``bind`` (the master's socket) is called before anything
     is written to the state dir, so bad input never leaves a half-started run behind."""
@@ -378,8 +378,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         saved = _close_journal(journal)
     print(summary(report, report_path))
-    view = core.view()
-    planned_only = choice.plan_only and bool(view.options or view.plan)
+    seen = core.view()
+    planned_only = choice.plan_only and bool(seen.options or seen.plan)
     return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
 
 

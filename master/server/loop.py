@@ -35,6 +35,7 @@ for the run to stop) every machine still held is released, the master waits up t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hmac
 import itertools
 import logging
@@ -44,6 +45,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
@@ -207,7 +209,8 @@ class Server(Driver):
         sock = self.socket
         recv, more = sock.recv, sock.getsockopt
         secure, peers = self.secure, self.peers
-        self._outbox = outbox = {}
+        outbox: dict[bytes, list[bytes]] = {}
+        self._outbox = outbox
         flags = 0  # the first receive blocks (up to RCVTIMEO); the rest take only what is there
         try:
             for _ in range(DRAIN_BATCH):
@@ -218,7 +221,7 @@ class Server(Driver):
                 flags = _NOBLOCK
                 if secure:  # every frame carries its connection's client key (the ZAP User-Id)
                     body = recv(_NOBLOCK, copy=False)
-                    key = self._frame_key = body.get("User-Id")
+                    key = self._frame_key = cast(str | None, body.get("User-Id"))
                     parts = [identity, body.bytes]
                     peer = peers.get(identity)
                     if peer is not None and peer.key != key:
@@ -425,7 +428,7 @@ class Server(Driver):
             self._on_outcome[outcome.kind](outcome)
         self._close_intents()
         for machine_id, early in list(self._early.items()):  # no acquisition left that could know them
-            if not self.calls.busy("acquire", early[1]["cluster"]) and self._early.pop(machine_id, None):
+            if not self.calls.busy("acquire", early[1]["cluster"]) and self._early.pop(machine_id, None) is not None:
                 self._on_hello(*early)
 
     @carries_out(c.Acquire)
@@ -673,7 +676,7 @@ class Server(Driver):
                 by_cluster.setdefault(handle.cluster, []).append(handle)
         for cluster, handles in by_cluster.items():
             if not self.calls.busy("status", cluster):  # a slow back end is not asked again meanwhile
-                self._call("status", cluster, lambda p, h=handles: p.status(h))
+                self._call("status", cluster, functools.partial(_ask_status, handles=handles))
 
     def _released(self, outcome: Outcome) -> None:
         handles = outcome.context
@@ -732,7 +735,8 @@ class Server(Driver):
             if keep:
                 self.kept.extend(_describe(h) for h in held)
             else:
-                self._call("release", name, lambda p, h=held: p.release(h), context=held, attempts=None)
+                self._call("release", name, functools.partial(_ask_release, handles=held), context=held,
+                           attempts=None)
         for outcome in self.calls.cancel_waiting("acquire"):
             self._acquired(outcome)
         deadline = time.monotonic() + SHUTDOWN_WAIT_S
@@ -799,3 +803,10 @@ def bind_router(endpoint: str, keys: MasterKeys | None = None
     bound = sock.getsockopt_string(zmq.LAST_ENDPOINT)
     return context, sock, bound, auth
 
+
+def _ask_status(provisioner: Provisioner, handles: list[MachineHandle]) -> Any:
+    return provisioner.status(handles)
+
+
+def _ask_release(provisioner: Provisioner, handles: list[MachineHandle]) -> Any:
+    return provisioner.release(handles)

@@ -197,7 +197,7 @@ def status_text(snap: dict[str, Any], state_dir: str, max_machines: int = 8) -> 
 # ---------------------------------------------------------------- rich
 def rich_view(snap: dict[str, Any]) -> Any:
     """The live terminal view: a progress bar line, the money, a table of machines per cluster."""
-    from rich.console import Group
+    from rich.console import Group, RenderableType
     from rich.progress_bar import ProgressBar
     from rich.table import Table
     from rich.text import Text
@@ -208,7 +208,7 @@ def rich_view(snap: dict[str, Any]) -> Any:
     head.add_row(Text("bats", style="bold"), ProgressBar(total=max(1, t["total"]), completed=finished, width=20),
                  Text(f"{finished}/{t['total']}, {t['failed']} failed, {snap['rate_per_s']:.1f} tasks/s, "
                       f"{snap['phase']}, {format_duration(snap['elapsed_s'])}"))
-    lines = [head]
+    lines: list[RenderableType] = [head]
     finish = f"finish: estimated {_clock(snap['estimated_finish_at'], now)}"
     if snap["planned_finish_at"]:
         finish += f", planned {_clock(snap['planned_finish_at'], now)}"

@@ -40,7 +40,7 @@ class ControlServer:
 
         self.path = Path(state_dir) / CONTROL_NAME
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-        self._sock = self._context.socket(zmq.REP)
+        self._sock: zmq.Socket[bytes] | None = self._context.socket(zmq.REP)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind("tcp://127.0.0.1:*")
         self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)

@@ -583,6 +583,7 @@ class BatsCore(c.Core):
         """§3.1 every monitoring interval: re-plan when N_e > N_p (+ dN), then keep to the budget."""
         self._last_monitor = now
         views: MachineTable | None = self._views(now)
+        assert views is not None
         result = check(views, self._tasks_not_started(), self.billings, self._tau_e(),
                        self._delta_n_allowed, spent_before=self._gone_spent(now),
                        release_margin_s=self.settings.release_margin_s)
