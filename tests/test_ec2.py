@@ -257,7 +257,7 @@ def test_the_server_plans_with_the_usable_max(tmp_path, monkeypatch):
     journal = Journal.create(tmp_path / "run", "r", {})
     server = Server(core, load_bag(tmp_path / "b.txt"), config, journal, {"a": Stingy(clusters["a"], Bootstrap("", "r"))},
                     socket=None, session=1)
-    import bats.master.server.loop as server_module
+    import bats.master.server.fleet as server_module
 
     monkeypatch.setattr(server_module, "ACQUIRE_ATTEMPTS", 1)  # the call runs off the loop: one try
     server._do_acquire(c.Acquire("a", 5))
