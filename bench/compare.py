@@ -32,7 +32,7 @@ On each setting the policies are
 
 Policies without a budget show "–" under "budget respected". The reading under each table is
 generated from the numbers. The header (date, commit, machine, wall time) is the only part that
-changes between runs of the same code (tests/test_compare.py checks it).
+changes between runs of the same code (tests/bench/test_compare.py checks it).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ Every figure of ours is the median over the seeds, with the range [min-max] wher
 The notes under each table are generated from the numbers (thresholds: "equal", "within 0.5 %",
 "within 5 %", else "ours N % higher/lower"), so they cannot go stale. The document's header
 (date, commit, machine, wall time) is the only part that changes between runs of the same code
-with the same seeds (tests/test_paper.py checks it).
+with the same seeds (tests/bench/test_paper.py checks it).
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def load_scenario(scenario: str, prefetch: int | None | str = "config") -> Confi
 
 def run_sim(config: Config, seed: int, choice: b.Choice) -> _RecordingSimulator:
     """One ``bats-sim`` run of the paper's bag, built as :func:`bats.master.sim.driver.simulate` builds it
-    (tests/test_paper.py checks the two give the same report)."""
+    (tests/bench/test_paper.py checks the two give the same report)."""
     base = parse_runtimes(RUNTIMES_SPEC).sample(np.random.default_rng(seed), TASKS)
     core = build_core(range(1, TASKS + 1), config, random.Random(seed), choice,
                         boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,

@@ -9,7 +9,7 @@ import sys
 import time
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "tests"))
-from test_ga import paper_mix, paper_six
+from helpers.mixes import paper_mix, paper_six
 
 from bats.master.core.planning.ga import ga_front
 from bats.master.core.planning.planner import Planner

@@ -3,7 +3,7 @@ writes ``docs/reliability.md``.
 
     .venv/bin/python bench/reliability.py [--runs N] [--sim-runs N] [--curve-tasks N] [--output FILE]
 
-How this works. Each real-process scenario of ``tests/faults.py`` (a real ``bats-master`` with
+How this works. Each real-process scenario of ``tests/helpers/faults.py`` (a real ``bats-master`` with
 real workers on 127.0.0.1, local or, for the rows marked (ssh)/(sge), started through a real sshd
 or as jobs of a real Grid Engine, hurt in one way) runs ``--runs`` times with different random
 seeds, and each run is audited from its journal and report: tasks without a result (lost),
@@ -33,10 +33,10 @@ REPO = BENCH_DIR.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(BENCH_DIR))
 
-import faults  # noqa: E402
-import pytest  # noqa: E402  (tests/daemons.py reports a missing daemon through pytest.skip/fail)
-from curve_bench import measure, ping_pong, pong_lines  # noqa: E402
-from sections import fmt  # noqa: E402
+from helpers import faults
+import pytest  (tests/helpers/daemons.py reports a missing daemon through pytest.skip/fail)
+from curve_bench import measure, ping_pong, pong_lines
+from sections import fmt
 
 
 def log(msg: str) -> None:
@@ -78,8 +78,8 @@ def run_scenarios(runs: int, work: Path) -> list[dict]:
 
 def run_simulations(runs: int) -> list[dict]:
     """BaTS in the simulator with machine faults and price spikes: random cases of the kind the
-    property tests draw (``tests/test_sim_faults.py``), counted the same way."""
-    from test_sim_faults import check_budget
+    property tests draw (``tests/sim/test_sim_faults.py``), counted the same way."""
+    from helpers.budget import check_budget
 
     cases = {
         "simulator: machine losses and boot failures (BaTS)": (("schedule", "id", "budget"), False),
@@ -118,7 +118,7 @@ def run_simulations(runs: int) -> list[dict]:
 
 def _random_case(rng: random.Random, kinds: tuple[str, ...], spikes: bool) -> tuple:
     """Arguments for ``check_budget``, drawn from the same ranges as the property tests' strategies."""
-    from test_bats_core import PRICES
+    from helpers.strategies import PRICES
 
     from bats.master.sim.driver import SimFaults
 
@@ -149,9 +149,9 @@ def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: di
         "",
         "Every real-process scenario runs a real `bats-master` with real `bats-worker` processes over "
         "CurveZMQ on 127.0.0.1, local ones unless the row says (ssh), workers started through a real sshd on "
-        "127.0.0.1, or (sge), worker jobs of a real single-node Grid Engine (`tests/faults.py`, "
-        "`tests/backends.py`; one run of each is part of `make test` in "
-        "`tests/test_faults.py`), then audits the state directory: **lost** counts tasks of the bag without a "
+        "127.0.0.1, or (sge), worker jobs of a real single-node Grid Engine (`tests/helpers/faults.py`, "
+        "`tests/helpers/backends.py`; one run of each is part of `make test` in "
+        "`tests/e2e/test_faults.py`), then audits the state directory: **lost** counts tasks of the bag without a "
         "result row in the journal, **double-counted** counts result rows beyond one per task, **budget overruns** "
         "counts runs whose report's cost is above the plan's budget plus its accepted cushion (only runs with a "
         "BaTS plan have one), and **cost ≠ ATUs** counts runs whose report's cost differs from the sum of the "
@@ -171,7 +171,7 @@ def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: di
     lines += [
         "- **simulator rows**: random clusters (1-3, prices, ATUs, speeds, boot times), bags (20-300 tasks, "
         "fixed/normal/Lévy/MDB runtimes) and BaTS choices, drawn from the property tests' strategies "
-        "(`tests/test_sim_faults.py`), with machines that fail to boot, machines lost mid-run and, where the "
+        "(`tests/sim/test_sim_faults.py`), with machines that fail to boot, machines lost mid-run and, where the "
         "row says so, price spikes (×1.5 to ×10 from 1 min to 1 h in, for 5 min, 1 h or for good).",
         "",
     ]
@@ -183,7 +183,7 @@ def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: di
         ("The up-front `--budget` row is the case this suite found in the BaTS policy: with an up-front "
          "budget the sampling happens inside the run, and a price rise during it made the run spend more "
          "than the budget until a price change during sampling re-reserved the ATUs at the new price at once "
-         "(`master/core/bats/policy.py`); `tests/test_sim_faults.py` keeps the minimal example as a regression test."),
+         "(`master/core/bats/policy.py`); `tests/sim/test_sim_faults.py` keeps the minimal example as a regression test."),
         "",
         ("Found the same way: the ssh, sge and slurm provisioners had no clean-up, so a `kill -9` of the "
          "master left its workers and jobs running past `--resume` (the Grid Engine jobs held the queue "
@@ -191,7 +191,7 @@ def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: di
          "released but not charged, and a master killed between a launch and its journaling left "
          "machines nobody charged. Every acquisition's intent is now journaled before the back end is "
          "asked, a late machine is charged from it, and `--resume`/`cleanup` charge what only the cloud's "
-         "tags still know (`master/state/leftovers.py`; with moto in `tests/test_ec2.py`)."),
+         "tags still know (`master/state/leftovers.py`; with moto in `tests/provisioners/test_ec2.py`)."),
         "",
         "## The cost of encryption",
         "",

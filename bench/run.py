@@ -812,7 +812,7 @@ TICK_HORIZON_S = 60.0  # time to the next decision (plan_releases)
 
 
 def tick_inputs() -> dict[str, Any]:
-    """A realistic snapshot of 1,000 live machines (as ``tests/test_monitor.py``'s 1,000-machine test):
+    """A realistic snapshot of 1,000 live machines (as ``tests/core/test_monitor.py``'s 1,000-machine test):
     two hourly clusters, 30 sample runtimes each, random uptimes and counters, 90 % running a task,
     every 7th machine marked for release, plans of 0-4 more ATUs."""
     import random
@@ -882,7 +882,7 @@ def bench_monitor(samples: int) -> Section:
     t += [
         (f"One monitoring tick of seed 000 §3.1: `bats.master.core.planning.monitor.check(machines, N_r = {TICK_N_REMAINING:,}, "
          f"billings, TailEstimates, release_margin_s={TICK_MARGIN_S:g})` over {TICK_MACHINES:,} live machines. "
-         f"Inputs (seed {TICK_SEED}, as the 1,000-machine test of `tests/test_monitor.py`): two clusters, "
+         f"Inputs (seed {TICK_SEED}, as the 1,000-machine test of `tests/core/test_monitor.py`): two clusters, "
          + ", ".join(f"`{name}` ${price:g}" for name, price in TICK_CLUSTERS)
          + f" per {TICK_ATU_S / 60:g}-min ATU, {TICK_MACHINES // len(TICK_CLUSTERS):,} machines each; "
          f"`TailEstimates.from_samples` of {TICK_SAMPLE_N} runtimes per cluster drawn from "

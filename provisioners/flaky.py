@@ -1,6 +1,6 @@
 """The ``flaky`` provisioner: local worker processes behind a back end that fails on purpose.
 
-For fault injection (``tests/test_faults.py``, ``bench/reliability.py``) and for trying out how a
+For fault injection (``tests/e2e/test_faults.py``, ``bench/reliability.py``) and for trying out how a
 run behaves when the cloud misbehaves. It is the ``local`` provisioner with knobs on every
 ``acquire``, ``release`` and ``status`` call: ``fail_rate`` of the calls (of the methods listed in
 ``fail_calls``, all three by default) fail (chosen by a

@@ -70,7 +70,7 @@ Readings of the paper we had to decide:
   take 100: on the 3-type 40/60/100 mix 50 and 300 give the same hypervolume to within 0.5 %, and
   100 takes about 0.2 s for P = 2000 here.
 
-What to expect (measured against the exact fronts, tests/test_ga.py; hypervolume ratios with the
+What to expect (measured against the exact fronts, tests/core/test_ga.py; hypervolume ratios with the
 reference at the exact front's nadir + 10 % of its ranges): the GA's front loses both *ends* of
 the exact one. Algorithm 3's intermediate population holds only the elite and the children, and
 Algorithm 2 gives the fastest individual (also the dearest) and the slowest one the lowest

@@ -1,0 +1,54 @@
+"""deploy/: the example configs load, the user-data templates render into what the harness and
+cloud-init expect, the scripts are valid shell."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bats.master.cli.args import load_cluster_config
+from bats.provisioners.base import Bootstrap, MachineHandle
+from bats.provisioners.cloud import DEFAULT_USER_DATA, UserData, worker_command
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+ARGV = ["bats-worker", "--master", "tcp://10.0.0.5:5555", "--machine", "c-s1-1", "--token", "t0k", "--cluster", "c"]
+
+
+def render(template: UserData, install: str = "") -> str:
+    return template.render(Bootstrap("tcp://10.0.0.5:5555", "run1"), MachineHandle("c-s1-1", "c", "t0k"), ARGV, install)
+
+
+@pytest.mark.parametrize("name", ["ec2.toml", "ec2-spot.toml", "libcloud.toml"])
+def test_example_configs_load(name):
+    config = load_cluster_config(str(DEPLOY / "examples" / name), None)
+    assert {cl.provisioner for cl in config.clusters.values()} <= {"ec2", "libcloud"}
+
+
+def test_the_built_in_user_data_is_shell_that_starts_the_worker(tmp_path):
+    text = render(UserData.load(None), install="pip install bats")
+    assert worker_command(text) == ARGV and "pip install bats" in text
+    script = tmp_path / "user-data.sh"
+    script.write_text(text)
+    subprocess.run(["sh", "-n", str(script)], check=True)
+    assert text.startswith("#!/bin/sh\n") and DEFAULT_USER_DATA.count("${command}") == 1
+
+
+def test_the_cloud_init_template_is_cloud_config_that_starts_the_worker():
+    yaml = pytest.importorskip("yaml")
+    text = render(UserData.load(str(DEPLOY / "cloud-init.yaml")), install="/opt/bats/bin/pip install 'bats==0.1.0'")
+    assert text.startswith("#cloud-config\n") and worker_command(text) == ARGV
+    doc = yaml.safe_load(text)
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    assert files["/etc/bats/worker.sh"].splitlines()[-1].startswith("exec bats-worker --master tcp://10.0.0.5:5555")
+    assert "pip install 'bats==0.1.0'" in files["/etc/bats/install.sh"]
+    assert ["systemctl", "enable", "--now", "bats-worker.service"] in doc["runcmd"]
+
+
+def test_the_unit_and_the_image_script():
+    unit = (DEPLOY / "bats-worker.service").read_text()
+    assert "ExecStart=/etc/bats/worker.sh" in unit and "User=bats" in unit and "Restart=on-failure" in unit
+    subprocess.run(["sh", "-n", str(DEPLOY / "image" / "install-worker.sh")], check=True)
+    packer = (DEPLOY / "image" / "bats-worker.pkr.hcl").read_text()
+    assert "install-worker.sh" in packer and "bats-worker.service" in packer

@@ -1,0 +1,27 @@
+"""Inline configs the end-to-end tests run: two emulated clouds with short ATUs."""
+
+from __future__ import annotations
+
+CONFIG = """
+[master]
+heartbeat = "0.5s"
+liveness = "5s"
+monitor_interval = "1s"
+release_margin = "0.5s"
+
+[sampling]
+initial_workers = 2
+
+[clusters.slow]
+provisioner = "local"
+max = 3
+price = 1.0
+atu = "4s"
+slowdown = 3.0
+
+[clusters.fast]
+provisioner = "local"
+max = 3
+price = 2.0
+atu = "4s"
+"""

@@ -1,0 +1,467 @@
+"""Tests of ``bats.worker``: the real worker process against a fake master on a ROUTER socket.
+
+Each test starts ``python -m bats.worker`` as a subprocess connected to a ROUTER the test binds on
+a random localhost port, and drives it with the real protocol (``encode`` / ``decode``).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import psutil
+import pytest
+import zmq
+from helpers.runs import wait_for
+
+import bats.common
+from bats.common.protocol import OUTPUT_TAIL_BYTES, WORKER_TYPES, decode_all, encode
+
+pytestmark = pytest.mark.timeout(30)
+
+MACHINE = "m-1"
+TOKEN = "tok-123"
+CLUSTER = "c1"
+
+
+class FakeMaster:
+    """A ROUTER socket speaking the master's side of the protocol, one step at a time."""
+
+    def __init__(self, ctx: zmq.Context, port: int | None = None) -> None:
+        self.ctx = ctx
+        self.sock = ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        if port is None:
+            self.port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        else:
+            self.port = port
+            deadline = time.monotonic() + 5
+            while True:  # the old socket's port may take a moment to free up
+                try:
+                    self.sock.bind(f"tcp://127.0.0.1:{port}")
+                    break
+                except zmq.ZMQError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+        self.endpoint = f"tcp://127.0.0.1:{self.port}"
+        self.peer = b""
+        self.inbox: collections.deque[dict[str, Any]] = collections.deque()
+
+    def recv(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The next message from any worker (heartbeats included); a frame may carry several."""
+        if not self.inbox:
+            if not self.sock.poll(int(timeout * 1000)):
+                raise AssertionError(f"no message from the worker within {timeout}s")
+            ident, frame = self.sock.recv_multipart()
+            self.peer = ident
+            self.inbox.extend(decode_all(frame, WORKER_TYPES))
+        return self.inbox.popleft()
+
+    def expect(self, kind: str, timeout: float = 5.0) -> dict[str, Any]:
+        """The next message other than a heartbeat, which must be of type ``kind``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.recv(max(0.0, deadline - time.monotonic()))
+            if msg["type"] != "heartbeat":
+                assert msg["type"] == kind, f"expected {kind}, got {msg}"
+                return msg
+
+    def send(self, kind: str, **fields: Any) -> None:
+        self.sock.send_multipart([self.peer, encode(kind, **fields)])
+
+    def send_raw(self, frame: bytes) -> None:
+        self.sock.send_multipart([self.peer, frame])
+
+    def welcome(self, heartbeat_s: float = 0.2, liveness_s: float = 10.0) -> None:
+        self.send("welcome", machine=MACHINE, heartbeat_s=heartbeat_s, liveness_s=liveness_s, prefetch=1)
+
+    def handshake(self, heartbeat_s: float = 0.2, liveness_s: float = 10.0) -> dict[str, Any]:
+        """hello → welcome → ask; returns the hello."""
+        hello = self.expect("hello", timeout=10)
+        self.welcome(heartbeat_s, liveness_s)
+        ask = self.expect("ask")
+        assert ask["n"] == 2
+        return hello
+
+    def task(self, task: int, command: str, timeout_s: float | None = None, attempt: int = 0) -> None:
+        self.send("task", task=task, attempt=attempt, command=command, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
+
+
+@pytest.fixture
+def zctx() -> Iterator[zmq.Context]:
+    ctx = zmq.Context()
+    yield ctx
+    ctx.destroy(linger=0)
+
+
+@pytest.fixture
+def master(zctx: zmq.Context) -> Iterator[FakeMaster]:
+    m = FakeMaster(zctx)
+    yield m
+    m.close()
+
+
+def worker_argv(endpoint: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "bats.worker", "--master", endpoint, "--machine", MACHINE,
+            "--token", TOKEN, "--cluster", CLUSTER, "--heartbeat", "0.2", *extra]
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Any]:
+    """Start workers; kill any still running at the end; show their logs on failure."""
+    procs: list[subprocess.Popen[bytes]] = []
+    logs: list[Path] = []
+
+    def _spawn(endpoint: str, *extra: str) -> subprocess.Popen[bytes]:
+        log_path = tmp_path / f"worker-{len(procs)}.log"
+        with open(log_path, "wb") as log_file:
+            proc = subprocess.Popen(worker_argv(endpoint, "--log-level", "DEBUG", *extra),
+                                    stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file)
+        procs.append(proc)
+        logs.append(log_path)
+        return proc
+
+    yield _spawn
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    for path in logs:
+        sys.stderr.write(f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}\n")
+
+
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> int:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"worker pid {proc.pid} did not exit within {timeout}s") from None
+
+
+def group_alive(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in process group ``pgid``."""
+    alive = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return alive
+
+
+def pid_gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+# -- handshake -------------------------------------------------------------------------------
+
+
+def test_hello_fields_and_ask_two_after_welcome(master: FakeMaster, spawn: Any) -> None:
+    spawn(master.endpoint)
+    hello = master.expect("hello", timeout=10)
+    assert hello["machine"] == MACHINE
+    assert hello["token"] == TOKEN
+    assert hello["cluster"] == CLUSTER
+    assert hello["host"] == socket.gethostname()
+    assert hello["cpus"] == os.cpu_count()
+    assert hello["version"] == bats.common.__version__
+    master.welcome()
+    assert master.expect("ask")["n"] == 2
+    # the welcome's heartbeat (0.2 s) is adopted: heartbeats keep coming while idle
+    assert master.recv(2)["type"] == "heartbeat"
+
+
+def test_bad_flags_exit_2(master: FakeMaster) -> None:
+    for extra in (["--heartbeat", "abc"], ["--slowdown", "0"], ["--bogus"]):
+        done = subprocess.run(worker_argv(master.endpoint, *extra), check=False, capture_output=True, timeout=10)
+        assert done.returncode == 2, extra
+    done = subprocess.run([sys.executable, "-m", "bats.worker", "--master", master.endpoint],
+                          check=False, capture_output=True, timeout=10)
+    assert done.returncode == 2
+    assert b"--machine" in done.stderr
+    done = subprocess.run(worker_argv("tcp://127.0.0.1:notaport"), check=False, capture_output=True, timeout=10)
+    assert done.returncode == 2
+    assert b"notaport" in done.stderr
+
+
+def test_worker_imports_stay_light() -> None:
+    done = subprocess.run([sys.executable, "-c", "import bats.worker.main, sys; print(sorted(sys.modules))"],
+                          capture_output=True, text=True, timeout=20, check=True)
+    modules = eval(done.stdout)  # a printed list of str
+    heavy = ("numpy", "scipy", "boto3", "botocore", "libcloud", "rich", "bats.master", "bats.provisioners",
+             "bats.common.config")
+    loaded = [m for m in modules if any(m == h or m.startswith(h + ".") for h in heavy)]
+    assert loaded == []
+    assert "zmq" in modules
+
+
+# -- running tasks ---------------------------------------------------------------------------
+
+
+def test_task_result_exit_code_runtime_and_output(master: FakeMaster, spawn: Any) -> None:
+    spawn(master.endpoint)
+    master.handshake()
+    master.task(7, "sleep 0.2; echo out; echo err >&2", attempt=2)
+    res = master.expect("result")
+    assert (res["task"], res["attempt"], res["exit_code"], res["timed_out"]) == (7, 2, 0, False)
+    assert res["stdout"] == b"out\n"
+    assert res["stderr"] == b"err\n"
+    assert isinstance(res["stdout"], bytes)
+    assert 0.2 <= res["runtime_s"] < 1.5
+    assert res["ask"] is True
+
+
+def test_nonzero_exit(master: FakeMaster, spawn: Any) -> None:
+    spawn(master.endpoint)
+    master.handshake()
+    master.task(1, "echo failing >&2; exit 7")
+    res = master.expect("result")
+    assert res["exit_code"] == 7
+    assert res["timed_out"] is False
+    assert res["stderr"] == b"failing\n"
+    master.task(2, "kill -TERM $$")
+    assert master.expect("result")["exit_code"] == -signal.SIGTERM
+
+
+def test_output_tail_capped_at_64k(master: FakeMaster, spawn: Any) -> None:
+    spawn(master.endpoint)
+    master.handshake()
+    master.task(1, "head -c 204800 /dev/zero | tr '\\0' a; printf END; "
+                   "head -c 204800 /dev/zero | tr '\\0' b >&2; printf FIN >&2")
+    res = master.expect("result")
+    assert res["exit_code"] == 0
+    assert len(res["stdout"]) == OUTPUT_TAIL_BYTES
+    assert res["stdout"].endswith(b"aaaEND")
+    assert len(res["stderr"]) == OUTPUT_TAIL_BYTES
+    assert res["stderr"].endswith(b"bbbFIN")
+
+
+def test_timeout_kills_the_task_group(master: FakeMaster, spawn: Any) -> None:
+    spawn(master.endpoint)
+    master.handshake()
+    start = time.monotonic()
+    master.task(3, "echo $$; sleep 30 & sleep 30", timeout_s=0.5)
+    res = master.expect("result")
+    assert time.monotonic() - start < 3
+    assert res["timed_out"] is True
+    assert res["exit_code"] == -9
+    assert 0.45 <= res["runtime_s"] < 2
+    pgid = int(res["stdout"].split()[0])
+    wait_for(lambda: not group_alive(pgid), 3, "the task's process group to end")
+
+
+def test_background_child_holding_the_pipe_does_not_hold_the_result(master: FakeMaster, spawn: Any) -> None:
+    spawn(master.endpoint)
+    master.handshake()
+    start = time.monotonic()
+    master.task(4, "echo $$; sleep 30 & echo main")
+    res = master.expect("result")
+    assert time.monotonic() - start < 3
+    assert res["exit_code"] == 0
+    pid, main = res["stdout"].split()
+    assert main == b"main"
+    wait_for(lambda: not group_alive(int(pid)), 3, "the leftover sleep to be cleaned up")
+
+
+def test_slowdown_stretches_runtime_while_serving_heartbeats(master: FakeMaster, spawn: Any) -> None:
+    spawn(master.endpoint, "--slowdown", "3")
+    master.handshake(heartbeat_s=0.1)
+    start = time.monotonic()
+    master.task(5, "sleep 0.2")
+    heartbeats = 0
+    while True:
+        msg = master.recv(5)
+        if msg["type"] == "heartbeat":
+            heartbeats += 1
+            continue
+        assert msg["type"] == "result"
+        break
+    elapsed = time.monotonic() - start
+    assert 0.55 <= msg["runtime_s"] < 1.2
+    assert elapsed >= 0.55
+    assert heartbeats >= 2  # the padding does not block the loop
+
+
+def test_prefetch_runs_tasks_one_after_the_other(master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
+    spawn(master.endpoint)
+    master.handshake()
+    mark = shlex.quote(str(tmp_path / "mark"))
+    master.task(10, f"sleep 0.3; echo first > {mark}")
+    master.task(11, f"cat {mark}")
+    first = master.expect("result")
+    second = master.expect("result")
+    assert first["task"] == 10 and first["exit_code"] == 0
+    assert second["task"] == 11 and second["exit_code"] == 0
+    assert second["stdout"] == b"first\n"  # the second started after the first ended
+    assert first["ask"] is True and second["ask"] is True
+
+
+def test_noop_mode_answers_every_task_at_once(master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
+    spawn(master.endpoint, "--noop")
+    master.handshake()
+    marker = tmp_path / "ran"
+    for i in range(200):
+        master.task(i, f"touch {shlex.quote(str(marker))}")
+    seen = [master.expect("result") for _ in range(200)]
+    assert [r["task"] for r in seen] == list(range(200))
+    assert all(r["exit_code"] == 0 and r["runtime_s"] == 0.0 and r["stdout"] == b"" and r["ask"] for r in seen)
+    assert not marker.exists()
+
+
+# -- control messages ------------------------------------------------------------------------
+
+
+def test_stop_kills_the_task_and_exits_zero(master: FakeMaster, spawn: Any) -> None:
+    proc = spawn(master.endpoint)
+    master.handshake()
+    master.task(1, "sleep 30")
+    wait_for(lambda: psutil.Process(proc.pid).children(), 5, "the task's process to start")
+    child = psutil.Process(proc.pid).children()[0]
+    master.send("stop", reason="done")
+    assert master.expect("bye")["reason"] == "stopped"
+    assert wait_exit(proc, 3) == 0
+    wait_for(lambda: pid_gone(child.pid), 3, "the task's child to be gone")
+
+
+def test_sigterm_sends_bye_and_exits_zero(master: FakeMaster, spawn: Any) -> None:
+    proc = spawn(master.endpoint)
+    master.handshake()
+    master.task(1, "sleep 30")
+    wait_for(lambda: psutil.Process(proc.pid).children(), 5, "the task's process to start")
+    child = psutil.Process(proc.pid).children()[0]
+    proc.send_signal(signal.SIGTERM)
+    assert master.expect("bye")["reason"] == "signal"
+    assert wait_exit(proc, 3) == 0
+    wait_for(lambda: pid_gone(child.pid), 3, "the task's child to be gone")
+
+
+def test_a_machine_stopped_from_outside_does_not_fail_its_task(master: FakeMaster, spawn: Any) -> None:
+    """A batch scheduler stopping a job signals every process of it, the task possibly a moment
+    before the worker: the worker leaves without reporting the task, which goes back into the bag."""
+    proc = spawn(master.endpoint)
+    master.handshake()
+    master.task(1, "sleep 30")
+    wait_for(lambda: psutil.Process(proc.pid).children(), 5, "the task's process to start")
+    child = psutil.Process(proc.pid).children()[0]
+    os.killpg(child.pid, signal.SIGTERM)  # the task's whole process group, as a scheduler does
+    time.sleep(0.6)
+    proc.send_signal(signal.SIGTERM)
+    assert master.expect("bye")["reason"] == "signal"  # no result before it
+    assert wait_exit(proc, 3) == 0
+
+
+def test_unknown_triggers_hello_and_asks_for_free_slots(master: FakeMaster, spawn: Any) -> None:
+    spawn(master.endpoint)
+    master.handshake()
+    master.send("unknown")
+    master.expect("hello")
+    master.welcome()
+    assert master.expect("ask")["n"] == 2
+    master.task(1, "sleep 0.5; echo done")
+    master.send("wait")
+    master.send("unknown")
+    master.expect("hello")
+    master.welcome()
+    assert master.expect("ask")["n"] == 1  # one slot is held by the running task
+    res = master.expect("result")
+    assert res["task"] == 1 and res["stdout"] == b"done\n" and res["ask"] is True
+
+
+def test_master_restart_worker_says_hello_again(zctx: zmq.Context, spawn: Any) -> None:
+    first = FakeMaster(zctx)
+    port = first.port
+    spawn(first.endpoint, "--liveness", "1")
+    first.handshake(heartbeat_s=0.2, liveness_s=1.0)
+    first.close()
+    time.sleep(0.3)
+    second = FakeMaster(zctx, port)
+    try:
+        start = time.monotonic()
+        second.expect("hello", timeout=3)
+        assert time.monotonic() - start < 2.5
+        second.welcome(heartbeat_s=0.2, liveness_s=1.0)
+        assert second.expect("ask")["n"] == 2
+    finally:
+        second.close()
+
+
+def test_results_finished_while_disconnected_follow_the_new_welcome(zctx: zmq.Context, spawn: Any) -> None:
+    first = FakeMaster(zctx)
+    port = first.port
+    spawn(first.endpoint)
+    first.handshake(heartbeat_s=0.2, liveness_s=0.6)
+    first.task(42, "sleep 1.2; echo late")
+    first.close()  # down for longer than the liveness: the worker reconnects meanwhile
+    time.sleep(1.6)
+    second = FakeMaster(zctx, port)
+    try:
+        second.expect("hello", timeout=3)
+        second.welcome(heartbeat_s=0.2, liveness_s=5.0)
+        res = second.expect("result")
+        assert res["task"] == 42 and res["stdout"] == b"late\n"
+        assert res["ask"] is False  # the free slots are asked for explicitly
+        assert second.expect("ask")["n"] == 2
+    finally:
+        second.close()
+
+
+def test_garbage_from_the_master_is_dropped(master: FakeMaster, spawn: Any) -> None:
+    proc = spawn(master.endpoint)
+    master.handshake()
+    garbage = [
+        os.urandom(64),
+        b"",
+        b"\xc1",  # never valid msgpack
+        msgpack.packb([1, 2, 3]),
+        msgpack.packb({"v": 99, "type": "task", "task": 1, "attempt": 0, "command": "true", "timeout_s": None}),
+        encode("bogus"),
+        encode("hello", machine="x", token="", cluster="", host="", cpus=1, version="0"),  # a worker type
+        encode("task", task=1),
+        encode("task", task=True, attempt=0, command="true", timeout_s=None),
+        encode("task", task=1, attempt=0, command=b"true", timeout_s=None),
+        encode("welcome", machine=MACHINE, heartbeat_s="fast", liveness_s=1, prefetch=1),
+        b"\x00" * (2 << 20),
+    ]
+    for frame in garbage:
+        master.send_raw(frame)
+    master.sock.send_multipart([master.peer, b"part one", encode("wait")])
+    master.task(9, "echo still here")
+    res = master.expect("result")
+    assert res["task"] == 9 and res["stdout"] == b"still here\n"
+    assert proc.poll() is None
+
+
+def test_exit_with_parent(master: FakeMaster, tmp_path: Path) -> None:
+    argv = shlex.join(worker_argv(master.endpoint, "--exit-with-parent"))
+    script = f"{argv} >/dev/null 2>&1 & echo $!; sleep 1"
+    parent = subprocess.Popen(["/bin/sh", "-c", script], stdout=subprocess.PIPE)
+    worker_pid = 0
+    try:
+        assert parent.stdout is not None
+        worker_pid = int(parent.stdout.readline())
+        master.handshake()
+        assert parent.wait(5) == 0
+        assert master.expect("bye", timeout=3)["reason"] == "parent exited"
+        wait_for(lambda: pid_gone(worker_pid), 3, "the worker to exit")
+    finally:
+        parent.kill()
+        parent.wait(5)
+        if worker_pid and not pid_gone(worker_pid):
+            os.kill(worker_pid, signal.SIGKILL)
