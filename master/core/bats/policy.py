@@ -91,6 +91,9 @@ __all__ = [
 ]
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
+CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
+REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan this often
+HARD_GUARD_S = 1.0  # a marked machine running a task expected to end in paid time goes this long before its edge
 
 
 def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choice: Choice,
@@ -104,7 +107,8 @@ def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choi
         return c.Core(task_ids, config.clusters, rng, **kwargs)
     settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
                             release_margin_s=config.release_margin_s, budget=choice.budget,
-                            cushion_accepted=choice.cushion, planner=choice.planner)
+                            cushion_accepted=choice.cushion, planner=choice.planner,
+                            monitor_interval_auto=config.master.monitor_interval_s is None)
     return BatsCore(task_ids, config.clusters, rng, settings, **kwargs)
 
 
@@ -153,6 +157,18 @@ class BatsCore(c.Core):
         self.sampling_cost: float | None = None
         self.reconfigurations: list[dict[str, Any]] = []
         self._last_monitor = 0.0
+        # the budget ceiling is checked more often than the plan (short ATUs, per-second billing)
+        shortest_atu = min((cl.atu_s for cl in clusters.values()), default=settings.monitor_interval_s)
+        self._monitor_s = settings.monitor_interval_s
+        self._ceiling_s = settings.ceiling_interval_s or min(settings.monitor_interval_s,
+                                                              max(shortest_atu, CEILING_FLOOR_S))
+        self._last_ceiling = 0.0
+        self._guard_s = min(settings.release_margin_s, HARD_GUARD_S)
+        self._release_edge: dict[str, float] = {}  # marked machine -> the edge of its paid time
+        self._held_to_edge: set[str] = set()  # marked machines kept past their moment for a task in paid time
+        self._extra: list[c.Action] = []  # actions decided while handing out a task
+        self.killed = 0  # running tasks cut off by a release
+        self.killed_paid_s = 0.0  # the paid seconds they had run
 
     # ------------------------------------------------------------ money
     def spent(self, now: float) -> float:
@@ -179,8 +195,8 @@ class BatsCore(c.Core):
         actions: list[c.Action] = []
         if self.budget is not None:  # implicit sampling: the ATUs begun before the first check must fit
             counts = _affordable(counts, {name: self._reserve_new(name) for name in counts}, self.budget)
-            self._last_monitor = now
-            actions.append(WakeAt(now + self.settings.monitor_interval_s))
+            self._last_monitor = self._last_ceiling = now
+            actions.append(WakeAt(now + self._ceiling_s))
         if self.max_machines is not None:  # the overall limit, shared round-robin so every cluster is sampled
             counts = _affordable(counts, dict.fromkeys(counts, 1.0), float(self.max_machines))
         n_lr = min(REPLICATED_TASKS, self.remaining)
@@ -205,12 +221,18 @@ class BatsCore(c.Core):
             self._requested[name] += n
             actions.append(c.Acquire(name, n))
         if not any(isinstance(a, c.Acquire) for a in actions):
-            self.finished = c.Finish("incomplete", "the budget does not pay one ATU of any machine")
+            cheapest = min(self._reserve_new(name) for name in counts) if counts else 0.0
+            self.finished = c.Finish("incomplete", f"the budget ({self.budget:g}) does not pay one machine up to "
+                                     f"the first budget check ({cheapest:g} at least)")
             return [self.finished]
         return actions
 
     def _next_task(self, machine: c.Machine) -> int | None:
+        if machine.release_at is None and self.phase == EXECUTING:
+            self._extra.extend(self._decide_renewal(machine))
         if machine.release_at is not None and not self._fits_before_release(machine):
+            if self._now >= machine.release_at - 1e-9:
+                self._due_now = True  # let it go in this event (unless a task in paid time runs on)
             return None
         if self.phase == SAMPLING:
             todo = self._replica_todo.get(machine.cluster)
@@ -221,6 +243,22 @@ class BatsCore(c.Core):
                 self._sample_running.add(task)
             return task
         return super()._next_task(machine)
+
+    def _decide_renewal(self, machine: c.Machine) -> list[c.Action]:
+        """Before a task that would carry ``machine`` past its edge is handed out: does the budget
+        pay its next ATU? If not, mark it now (it then gets only tasks that end in paid time)
+        instead of finding out at the edge and cutting the task off."""
+        estimate = self.estimates.get(machine.cluster)
+        if self.budget is None or estimate is None or machine.state is not c.MachineState.UP:
+            return []
+        now = self._now
+        mean = estimate.stats().mean_s
+        if now + (len(machine.held) + 1) * mean <= self._edge(machine, now) - self.settings.release_margin_s:
+            return []  # it ends in paid time
+        plan = self._release_plan(now)
+        if machine.id in plan.keep:
+            return []
+        return self._mark(machine, now, "the budget cannot pay its next ATU")
 
     def _fits_before_release(self, machine: c.Machine) -> bool:
         if machine.release_at is not None and self._now >= machine.release_at - 1e-9:
@@ -320,7 +358,8 @@ class BatsCore(c.Core):
             return self._start_execution(now, option, self.cushion_accepted, keep_budget=True)
         actions: list[c.Action] = []
         for machine in self.live_machines():
-            actions.extend(self._mark(machine, now, "sampling done: released at the end of its ATU"))
+            actions.extend(self._mark(machine, now, "sampling done: released at the end of its ATU",
+                                      wait_for_choice=True))
         actions.append(OfferOptions(tuple(self.options), self.remaining, dict(self.plan_estimates)))
         return actions
 
@@ -490,7 +529,8 @@ class BatsCore(c.Core):
         self.cushion_accepted = cushion_accepted
         if not keep_budget:
             self.budget = option.budget
-        self.cushion = option.cushion if cushion_accepted else 0.0
+        # an up-front budget is the whole money: any cushion the plan wants comes out of it
+        self.cushion = option.cushion if cushion_accepted and not keep_budget else 0.0
         self._delta_n_allowed = max(0, option.delta_n) if cushion_accepted else 0
         config = dict(option.machines)
         if not cushion_accepted and option.rounding == "a":  # the raise was the cushion: not taken
@@ -503,14 +543,24 @@ class BatsCore(c.Core):
                     option, machines=estimate.machines, makespan_s=estimate.makespan_s,
                     makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=0.0,
                     delta_n=estimate.delta_n, rounding="")
-        self._last_monitor = now
+        self._last_monitor = self._last_ceiling = now
+        if self.settings.monitor_interval_auto and self.selected.makespan_s > 0:
+            self._monitor_s = min(self.settings.monitor_interval_s,
+                                  max(self._ceiling_s, self.selected.makespan_s / REPLANS_PER_MAKESPAN))
         label = option.label if option.id == 0 else f"option {option.id} ({option.label})"
+        inside = (f" (its cushion {option.cushion:g} comes out of the budget)"
+                  if keep_budget and cushion_accepted and option.cushion else "")
         actions: list[c.Action] = [Notify(f"executing {label}: {_machines_text(config)}, budget "
-                                          f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else ""))]
+                                          f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else "")
+                                          + inside)]
         actions.extend(self._move_to(config, now))
         actions.extend(self._enforce_budget(now))
-        actions.append(WakeAt(now + self.settings.monitor_interval_s))  # the next check, on time
+        actions.append(WakeAt(self._next_check()))  # the next check, on time
         return actions
+
+    def _next_check(self) -> float:
+        """When the next check is due: the budget ceiling's or the plan's, whichever comes first."""
+        return min(self._last_ceiling + self._ceiling_s, self._last_monitor + self._monitor_s)
 
     def _move_to(self, config: dict[str, int], now: float) -> list[c.Action]:
         """Make ``config`` the plan: keep or acquire its machines, mark the others for release."""
@@ -544,11 +594,7 @@ class BatsCore(c.Core):
             return []
         reserve = self._reserve_new(name)
         if reserve > 0 and self.budget is not None:
-            views = self._views(now)
-            plan = plan_releases(views, self.billings, self._tau_e(), self.budget - self._reserved_for_requested(),
-                                 self.cushion, spent_before=self._gone_spent(now),
-                                 release_margin_s=self.settings.release_margin_s,
-                                 horizon_s=self.settings.monitor_interval_s)
+            plan = self._release_plan(now)
             affordable = max(0, math.floor((plan.money_left - plan.reserved) / reserve + 1e-9))
             if affordable < n:
                 self._short_of_money = True
@@ -562,7 +608,7 @@ class BatsCore(c.Core):
         """What a machine of ``name`` acquired now must have reserved: every ATU it begins before
         the next check can let it go (the horizon and margin ``plan_releases`` reserves for a kept one)."""
         billing = self.billings[name]
-        return billing.price * billing.atus_paid(self.settings.monitor_interval_s + self.settings.release_margin_s)
+        return billing.price * billing.atus_paid(self._ceiling_s + self.settings.release_margin_s)
 
     def _reserved_for_requested(self) -> float:
         """The reservations of the machines asked for and not acquired yet."""
@@ -572,13 +618,17 @@ class BatsCore(c.Core):
         """When the machine's current ATU ends (absolute time)."""
         return m.acquired_at + self.billings[m.cluster].paid_until(m.uptime(now))
 
-    def _mark(self, m: c.Machine, now: float, reason: str) -> list[c.Action]:
-        at = max(now, self._edge(m, now) - self.settings.release_margin_s)
+    def _mark(self, m: c.Machine, now: float, reason: str, *, wait_for_choice: bool = False) -> list[c.Action]:
+        edge = self._edge(m, now)
+        at = max(now, edge - self.settings.release_margin_s)
+        if wait_for_choice and at <= now + 1e-9:  # the option chosen may keep it: wait until just before its edge
+            at = max(now, edge - self._guard_s)
         if m.release_at is not None and m.release_at <= at:
             return []
         m.release_at = at
         m.release_reason = reason
         self._marked[m.id] = m
+        self._release_edge[m.id] = edge
         if at <= now + 1e-9:  # its edge is within the margin already: let go before this event ends
             self._due_now = True
         return [WakeAt(at)]
@@ -587,6 +637,8 @@ class BatsCore(c.Core):
         m.release_at = None
         m.release_reason = ""
         self._marked.pop(m.id, None)
+        self._release_edge.pop(m.id, None)
+        self._held_to_edge.discard(m.id)
 
     def _retire(self, machine: c.Machine, now: float, reason: str) -> None:
         self._marked.pop(machine.id, None)
@@ -661,17 +713,23 @@ class BatsCore(c.Core):
                 actions.extend(self._move_to(new, now))
                 views = None  # machines were marked or unmarked
         actions.extend(self._enforce_budget(now, views))
-        actions.append(WakeAt(now + self.settings.monitor_interval_s))  # the next check, on time
+        actions.append(WakeAt(self._next_check()))  # the next check, on time
         return actions
+
+    def _release_plan(self, now: float, views: MachineTable | None = None):
+        """plan_releases with money reserved up to the next ceiling check (plus the margin)."""
+        assert self.budget is not None
+        return plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
+                             self.budget - self._reserved_for_requested(), self.cushion,
+                             spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
+                             horizon_s=self._ceiling_s)
 
     def _enforce_budget(self, now: float, views: MachineTable | None = None) -> list[c.Action]:
         """Mark every machine whose next ATU(s) the money left cannot pay (plan_releases)."""
+        self._last_ceiling = now
         if self.budget is None:
             return []
-        plan = plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
-                             self.budget - self._reserved_for_requested(), self.cushion,
-                             spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
-                             horizon_s=self.settings.monitor_interval_s)
+        plan = self._release_plan(now, views)
         actions: list[c.Action] = []
         for due in plan.release:
             m = self.machines[due.machine]
@@ -689,13 +747,18 @@ class BatsCore(c.Core):
             self._drop_stranded_clusters()
             actions.extend(self._end_sampling_if_complete(now))
         actions.extend(self._release_marked(now, idle_too=True))
-        interval_over = now - self._last_monitor >= self.settings.monitor_interval_s - 1e-9
+        interval_over = now - self._last_monitor >= self._monitor_s - 1e-9
+        ceiling_due = now - self._last_ceiling >= self._ceiling_s - 1e-9
         if self.phase == EXECUTING and self.remaining > 0 and (interval_over or not self._live):
             actions.extend(self._monitor(now))
-        elif self.phase == SAMPLING and self.budget is not None and interval_over:
+        elif self.phase == EXECUTING and self.remaining > 0 and ceiling_due:
+            actions.extend(self._enforce_budget(now))  # the ceiling between two plan checks
+            actions.append(WakeAt(self._next_check()))
+        elif self.phase == SAMPLING and self.budget is not None and ceiling_due:
             self._last_monitor = now  # implicit sampling spends the budget too
             actions.extend(self._enforce_budget(now))
-            actions.append(WakeAt(now + self.settings.monitor_interval_s))
+            actions.append(WakeAt(now + self._ceiling_s))
+        actions.extend(self._release_marked(now))  # the checks may have marked machines due now
         actions.extend(self._finish_if_stranded(now))
         return actions
 
@@ -708,14 +771,41 @@ class BatsCore(c.Core):
             if m.state is c.MachineState.GONE:
                 continue
             due = m.release_at is not None and now >= m.release_at - 1e-9
+            if due and m.held and self._ends_in_paid_time(m, now):
+                if m.id not in self._held_to_edge:  # its task ends before the edge: let it finish
+                    self._held_to_edge.add(m.id)
+                    actions.append(WakeAt(self._hard_release(m)))
+                continue
             if due or (idle_too and not m.held and not self._fits_before_release(m)):
+                if m.held and m.running_since is not None:
+                    self.killed += 1
+                    self.killed_paid_s += max(0.0, now - m.running_since)
                 actions.append(c.Release(m.id, m.release_reason))
                 actions.extend(self._requeue_held(m))
                 self._retire(m, now, m.release_reason)
         return actions
 
+    def _hard_release(self, m: c.Machine) -> float:
+        """The last moment a marked machine may stay: just before the edge of its paid time."""
+        edge = self._release_edge.get(m.id, (m.release_at or 0.0) + self.settings.release_margin_s)
+        return edge - self._guard_s
+
+    def _ends_in_paid_time(self, m: c.Machine, now: float) -> bool:
+        """Whether the task ``m`` runs is expected (tau_e, §3.1) to end before its hard release."""
+        hard = self._hard_release(m)
+        if m.running_since is None or now >= hard - 1e-9:
+            return False
+        elapsed = max(0.0, now - m.running_since)
+        samples = self.tail.sorted_samples.get(m.cluster) if self.tail is not None else None
+        if samples is None or not len(samples) or elapsed >= samples[-1]:
+            return False  # longer than every sample: nothing says it ends soon
+        return m.running_since + self.tail(m.cluster, elapsed) <= hard + 1e-9
+
     def handle(self, event: c.Event) -> list[c.Action]:
         actions = super().handle(event)
+        if self._extra:  # machines marked while handing out tasks
+            extra, self._extra = self._extra, []
+            actions = extra + actions if self.finished is None else actions
         if self._due_now and self.finished is None:  # marked at an edge already within the margin:
             actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
             actions.extend(self._finish_if_stranded(event.now))
@@ -769,7 +859,12 @@ class BatsCore(c.Core):
             return []  # waiting for the operator's choice
         if self.budget is not None and (self._short_of_money or any(
                 m.release_reason.startswith("the budget") for m in self.machines.values())):
-            return [self._stop(f"the budget is spent: {self.remaining} task(s) did not run")]
+            spent = self._spent_under_budget(now)
+            limit = self.budget + self.cushion
+            return [self._stop(f"the budget is spent: {spent:g} of {self.budget:g}"
+                               + (f" + cushion {self.cushion:g}" if self.cushion else "")
+                               + f" paid, {max(0.0, limit - spent):g} left does not pay the next ATU of any "
+                               f"machine; {self.remaining} task(s) did not run")]
         return [self._stop("no machines left to run the remaining tasks")]
 
     def _stop(self, reason: str) -> c.Finish:
@@ -807,6 +902,7 @@ class BatsCore(c.Core):
                                        for name, s in ((n, self._stats(n, now)) for n in self.estimates)}
         figures["tasks_at_plan"] = self.tasks_at_plan
         figures["reconfigurations"] = list(self.reconfigurations)
+        figures["killed"] = {"tasks": self.killed, "paid_s": round(self.killed_paid_s, 6)}
         if self.remaining:
             figures["tasks"]["not_run_ids"] = self.not_run()
         return figures
