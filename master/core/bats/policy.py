@@ -157,12 +157,17 @@ class BatsCore(c.Core):
         self.sampling_cost: float | None = None
         self.reconfigurations: list[dict[str, Any]] = []
         self._last_monitor = 0.0
-        # the budget ceiling is checked more often than the plan (short ATUs, per-second billing)
-        shortest_atu = min((cl.atu_s for cl in clusters.values()), default=settings.monitor_interval_s)
+        # the budget ceiling (see "The ceiling" in the module docstring): checked at every machine's
+        # edge less the margin where an ATU is longer than twice the margin, every max(ATU, 5 s)
+        # for the other clusters (per-second billing), and at every monitoring check
+        margin = settings.release_margin_s
         self._monitor_s = settings.monitor_interval_s
-        self._ceiling_s = settings.ceiling_interval_s or min(settings.monitor_interval_s,
-                                                              max(shortest_atu, CEILING_FLOOR_S))
+        short = [cl.atu_s for cl in clusters.values() if cl.atu_s <= 2 * margin]
+        self._ceiling_s = settings.ceiling_interval_s or (
+            min(settings.monitor_interval_s, max(min(short), CEILING_FLOOR_S)) if short else math.inf)
+        self._horizons = {name: (0.0 if cl.atu_s > 2 * margin else self._ceiling_s) for name, cl in clusters.items()}
         self._last_ceiling = 0.0
+        self._ceiling_at = math.inf
         self._guard_s = min(settings.release_margin_s, HARD_GUARD_S)
         self._release_edge: dict[str, float] = {}  # marked machine -> the edge of its paid time
         self._held_to_edge: set[str] = set()  # marked machines kept past their moment for a task in paid time
@@ -196,7 +201,7 @@ class BatsCore(c.Core):
         if self.budget is not None:  # implicit sampling: the ATUs begun before the first check must fit
             counts = _affordable(counts, {name: self._reserve_new(name) for name in counts}, self.budget)
             self._last_monitor = self._last_ceiling = now
-            actions.append(WakeAt(now + self._ceiling_s))
+            actions.append(WakeAt(self._next_check(now)))
         if self.max_machines is not None:  # the overall limit, shared round-robin so every cluster is sampled
             counts = _affordable(counts, dict.fromkeys(counts, 1.0), float(self.max_machines))
         n_lr = min(REPLICATED_TASKS, self.remaining)
@@ -555,12 +560,24 @@ class BatsCore(c.Core):
                                           + inside)]
         actions.extend(self._move_to(config, now))
         actions.extend(self._enforce_budget(now))
-        actions.append(WakeAt(self._next_check()))  # the next check, on time
+        actions.append(WakeAt(self._next_check(now)))  # the next check, on time
         return actions
 
-    def _next_check(self) -> float:
-        """When the next check is due: the budget ceiling's or the plan's, whichever comes first."""
-        return min(self._last_ceiling + self._ceiling_s, self._last_monitor + self._monitor_s)
+    def _decision_point(self, m: c.Machine, now: float) -> float:
+        """The next moment the ceiling must decide whether ``m`` begins another ATU (its edge less
+        the margin); inf where its cluster is checked periodically instead."""
+        if m.release_at is not None or m.state is c.MachineState.GONE or self._horizons[m.cluster] > 0:
+            return math.inf
+        at = self._edge(m, now) - self.settings.release_margin_s
+        return at if at > now + 1e-9 else at + self.clusters[m.cluster].atu_s
+
+    def _next_check(self, now: float) -> float:
+        """When the next check is due: a machine's decision point, the periodic ceiling or the
+        plan's, whichever comes first."""
+        at = min(self._last_ceiling + self._ceiling_s, self._last_monitor + self._monitor_s,
+                 min((self._decision_point(m, now) for m in self.machines.values()), default=math.inf))
+        self._ceiling_at = at
+        return at
 
     def _move_to(self, config: dict[str, int], now: float) -> list[c.Action]:
         """Make ``config`` the plan: keep or acquire its machines, mark the others for release."""
@@ -608,7 +625,7 @@ class BatsCore(c.Core):
         """What a machine of ``name`` acquired now must have reserved: every ATU it begins before
         the next check can let it go (the horizon and margin ``plan_releases`` reserves for a kept one)."""
         billing = self.billings[name]
-        return billing.price * billing.atus_paid(self._ceiling_s + self.settings.release_margin_s)
+        return billing.price * billing.atus_paid(self._horizons[name] + self.settings.release_margin_s)
 
     def _reserved_for_requested(self) -> float:
         """The reservations of the machines asked for and not acquired yet."""
@@ -713,7 +730,7 @@ class BatsCore(c.Core):
                 actions.extend(self._move_to(new, now))
                 views = None  # machines were marked or unmarked
         actions.extend(self._enforce_budget(now, views))
-        actions.append(WakeAt(self._next_check()))  # the next check, on time
+        actions.append(WakeAt(self._next_check(now)))  # the next check, on time
         return actions
 
     def _release_plan(self, now: float, views: MachineTable | None = None):
@@ -722,7 +739,7 @@ class BatsCore(c.Core):
         return plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
                              self.budget - self._reserved_for_requested(), self.cushion,
                              spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
-                             horizon_s=self._ceiling_s)
+                             horizon_s=self._horizons, running_first=True)
 
     def _enforce_budget(self, now: float, views: MachineTable | None = None) -> list[c.Action]:
         """Mark every machine whose next ATU(s) the money left cannot pay (plan_releases)."""
@@ -748,16 +765,16 @@ class BatsCore(c.Core):
             actions.extend(self._end_sampling_if_complete(now))
         actions.extend(self._release_marked(now, idle_too=True))
         interval_over = now - self._last_monitor >= self._monitor_s - 1e-9
-        ceiling_due = now - self._last_ceiling >= self._ceiling_s - 1e-9
+        ceiling_due = now >= self._ceiling_at - 1e-9
         if self.phase == EXECUTING and self.remaining > 0 and (interval_over or not self._live):
             actions.extend(self._monitor(now))
         elif self.phase == EXECUTING and self.remaining > 0 and ceiling_due:
             actions.extend(self._enforce_budget(now))  # the ceiling between two plan checks
-            actions.append(WakeAt(self._next_check()))
-        elif self.phase == SAMPLING and self.budget is not None and ceiling_due:
+            actions.append(WakeAt(self._next_check(now)))
+        elif self.phase == SAMPLING and self.budget is not None and (ceiling_due or interval_over):
             self._last_monitor = now  # implicit sampling spends the budget too
             actions.extend(self._enforce_budget(now))
-            actions.append(WakeAt(now + self._ceiling_s))
+            actions.append(WakeAt(self._next_check(now)))
         actions.extend(self._release_marked(now))  # the checks may have marked machines due now
         actions.extend(self._finish_if_stranded(now))
         return actions
@@ -806,6 +823,12 @@ class BatsCore(c.Core):
         if self._extra:  # machines marked while handing out tasks
             extra, self._extra = self._extra, []
             actions = extra + actions if self.finished is None else actions
+        if isinstance(event, (c.MachineAcquired, c.MachineCameLate)) and self.budget is not None and \
+                self.finished is None and event.machine in self.machines:  # its first edge may come before the next check
+            at = self._decision_point(self.machines[event.machine], event.now)
+            if at < self._ceiling_at - 1e-9:
+                self._ceiling_at = at
+                actions.append(WakeAt(at))
         if self._due_now and self.finished is None:  # marked at an edge already within the margin:
             actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
             actions.extend(self._finish_if_stranded(event.now))
