@@ -794,7 +794,7 @@ class BatsCore(c.Core):
                     actions.append(WakeAt(self._hard_release(m)))
                 continue
             if due or (idle_too and not m.held and not self._fits_before_release(m)):
-                if m.held and m.running_since is not None:
+                if m.held and m.running_since is not None and now > m.running_since:
                     self.killed += 1
                     self.killed_paid_s += max(0.0, now - m.running_since)
                 actions.append(c.Release(m.id, m.release_reason))
