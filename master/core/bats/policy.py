@@ -157,6 +157,7 @@ class BatsCore(c.Core):
         self.sampling_cost: float | None = None
         self.reconfigurations: list[dict[str, Any]] = []
         self._last_monitor = 0.0
+        self.execution_started_at: float | None = None  # the choice (or, with an up-front budget, the plan)
         # the budget ceiling (see "The ceiling" in the module docstring): checked at every machine's
         # edge less the margin where an ATU is longer than twice the margin, every max(ATU, 5 s)
         # for the other clusters (per-second billing), and at every monitoring check
@@ -530,6 +531,7 @@ class BatsCore(c.Core):
     def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
                          keep_budget: bool) -> list[c.Action]:
         self.phase = EXECUTING
+        self.execution_started_at = now
         self.selected = option
         self.cushion_accepted = cushion_accepted
         if not keep_budget:
