@@ -26,18 +26,36 @@ seeded RNG) with three phases:
    and N_p (:func:`bats.master.core.planning.monitor.check`); when N_e > N_p (+ dN with an accepted cushion) it
    re-plans with the bounded-knapsack solver on the tasks and the money left and moves to the
    new configuration: acquires what it adds, marks what it drops for release at the end of the
-   ATU they are in. The budget is a ceiling: :func:`bats.master.core.planning.monitor.plan_releases` reserves
-   every ATU a kept machine may start before the next check out of budget + cushion - spent,
-   and machines that do not fit are let go before their next edge; a machine is acquired only
-   if the same reservation for it fits as well (machines asked for and not acquired yet count
-   as reserved), and each check asks for a Tick at the next one (:class:`WakeAt`) so that a
-   coarse driver clock cannot stretch the interval; when the money is gone the run ends
-   incomplete.
+   ATU they are in. When the config does not set the monitoring interval, the execution shortens
+   it to a sixth of the chosen option's makespan (never above §3.1's 5 minutes), so that short
+   ATUs still re-plan several times per run.
+
+The ceiling. The budget is checked on its own clock, not once per monitoring interval (a 5-minute
+reservation made a 6 s ATU unaffordable). Where a cluster's ATU is longer than twice the release
+margin, each machine's next ATU is decided at its edge less the margin (a :class:`WakeAt` there),
+and :func:`bats.master.core.planning.monitor.plan_releases` reserves one ATU per kept machine;
+for shorter ATUs (per-second billing) the ceiling is checked every max(ATU, 5 s) and reserves
+what a machine begins until then plus the margin. Every monitoring check also checks it. Money
+is reserved out of budget + cushion - spent; machines that do not fit are let go before their
+next edge; a machine is acquired only if the same reservation for it fits as well (machines
+asked for and not acquired yet count as reserved). Machines whose running task is expected to
+end past their edge keep their reservation first. When the money is gone the run ends
+incomplete, and the reason gives the figures.
+
+Paid work is not thrown away. A task that would carry a machine past its edge is handed out only
+if the budget renews the machine (:meth:`BatsCore._decide_renewal`); if not, the machine is
+marked first and gets only tasks expected (the cluster's mean) to end before it is let go. A
+marked machine whose running task is expected (the sample's tail, §3.1's tau_e) to end before its
+paid edge stays until the task ends, at the latest just before the edge; a release that cuts a
+running task off anyway is the last resort, and the report counts such tasks and their paid
+seconds (``killed``). After sampling, machines whose edge is within the margin wait for the
+choice until just before their edge, so that an option chosen at once keeps them.
 
 With a budget given up front (``BatsSettings.budget``) the operator has chosen already: the
 sample is taken inside the execution phase (Fig. 4 lines 4-6, "implicit sampling"), the budget
 covers the sampling machines too (each with every ATU it begins before the first check), and the
-configuration is the fastest that the money left pays.
+configuration is the fastest that the money left pays; any cushion the plan wants comes out of
+that budget (the total never exceeds it).
 
 A machine marked for release is not handed a task it is not expected to finish (the cluster's
 mean runtime) before it is let go; an idle one that cannot fit a task is let go at once, and so
