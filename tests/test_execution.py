@@ -139,26 +139,27 @@ def test_per_second_billing_with_a_60_s_minimum_acquires_and_checks_the_ceiling_
 
 
 def test_a_task_ending_9_s_before_the_edge_of_a_machine_the_budget_cannot_renew_is_not_killed():
-    """ATU 100 s, margin 15 s, 10.5 s tasks; the operator takes 2 s to choose (sampling ends at
-    94.5, a1 waits, marked for 99, and is kept by a $3 plan at 96.5). a1's tasks start at 96.5 +
-    10.5 k; the one handed out at 180.5 (expected 191, past 200 - 15) is handed out because the
-    budget then renews a1. At 182 the price goes to $5: a1's next ATU no longer fits the $2 left,
-    so a1 is marked for 185, with that task running. It is expected (the sample's tail) to end at
-    191, 9 s before the edge, inside the paid time: it is not killed at 185 but let run, a wake-up
-    set just before the edge (199), and a1 released as it ends (before: killed at 185, its 4.5 paid
-    seconds thrown away)."""
+    """ATU 100 s, margin 12 s, 10.5 s tasks; the operator takes 2 s to choose (sampling ends at
+    94.5, a1 waits, marked for its edge less a quarter of the margin, 97, and is kept by a $3 plan
+    at 96.5). a1's tasks start at 96.5 + 10.5 k; the one handed out at 180.5 (expected to end at
+    191, past 200 - 12) is handed out because the budget then renews a1. At 182 the price goes to
+    $5: a1's next ATU no longer fits the $2 left, so a1 is marked for 188, with that task running
+    (7.5 s, less than the longest sample task). It ends at 191, 9 s before the edge, inside the
+    paid time: it is not killed at 188 but let run, a wake-up set at 197 (the edge less a quarter
+    of the margin), and a1 is released as it ends (before: killed at 188, its 7.5 paid seconds
+    thrown away)."""
     one = {"a": ClusterConfig("a", "local", max=1, price=1.0, atu_s=100.0)}
-    settings_ = BatsSettings(sampling=SMALL_SAMPLE, monitor_interval_s=50.0, release_margin_s=15.0)
+    settings_ = BatsSettings(sampling=SMALL_SAMPLE, monitor_interval_s=50.0, release_margin_s=12.0)
     core = BatsCore(range(1, 31), one, random.Random(1), settings_, max_held=1)
     plan = Option(0, "budget", {"a": 1}, 220.0, 3, 3.0, 0.0, 3.0, 0, "", True)
     run = Run(core, {"a": 10.5}, choose=lambda k: plan, choose_at=96.5)
     run.until(181.0, events=[c.RunStarted(0.0)])
     run.until(200.0, events=[c.PriceChanged(182.0, "a", 5.0)])
     budget = "the budget cannot pay its next ATU"
-    assert run.at(182.0) == [c.WakeAt(185.0)]
+    assert run.at(182.0) == [c.WakeAt(188.0)]
     (dispatch,) = [a for a in run.at(180.5) if isinstance(a, c.Dispatch)]
-    assert dispatch.machine == "a1" and core.machines["a1"].release_at == 185.0
-    assert run.at(185.0) == [c.WakeAt(199.0), c.WakeAt(196.5)]  # held (its task ends in paid time); the next check
+    assert dispatch.machine == "a1" and core.machines["a1"].release_at == 188.0
+    assert run.at(188.0) == [c.WakeAt(197.0), c.WakeAt(196.5)]  # held (its task may end in paid time); the next check
     finished = run.at(191.0)
     assert [type(a) for a in finished] == [c.RecordResult, c.Release, c.Finish]
     assert finished[1] == c.Release("a1", budget)

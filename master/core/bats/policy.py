@@ -45,11 +45,13 @@ incomplete, and the reason gives the figures.
 Paid work is not thrown away. A task that would carry a machine past its edge is handed out only
 if the budget renews the machine (:meth:`BatsCore._decide_renewal`); if not, the machine is
 marked first and gets only tasks expected (the cluster's mean) to end before it is let go. A
-marked machine whose running task is expected (the sample's tail, §3.1's tau_e) to end before its
-paid edge stays until the task ends, at the latest just before the edge; a release that cuts a
-running task off anyway is the last resort, and the report counts such tasks and their paid
-seconds (``killed``). After sampling, machines whose edge is within the margin wait for the
-choice until just before their edge, so that an option chosen at once keeps them.
+marked machine running a task when its moment comes stays until the task ends, at the latest
+until its edge less a quarter of the margin (at least 1 s, at most the margin), as long as some
+sample task ran longer than this one has: that time is paid anyway, and long-tailed runtimes
+often end where the estimate said they would not. A release
+that cuts a running task off is the last resort; the report counts such tasks and the paid
+seconds they ran (``killed``). After sampling, machines whose edge is within the margin wait
+for the choice until the same moment, so that an option chosen at once keeps them.
 
 With a budget given up front (``BatsSettings.budget``) the operator has chosen already: the
 sample is taken inside the execution phase (Fig. 4 lines 4-6, "implicit sampling"), the budget
@@ -111,7 +113,7 @@ __all__ = [
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
 CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
 REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan this often
-HARD_GUARD_S = 1.0  # a marked machine running a task expected to end in paid time goes this long before its edge
+HARD_GUARD_SHARE = 0.25  # a marked machine running a task stays until its edge less this share of the margin
 
 
 def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choice: Choice,
@@ -187,7 +189,7 @@ class BatsCore(c.Core):
         self._horizons = {name: (0.0 if cl.atu_s > 2 * margin else self._ceiling_s) for name, cl in clusters.items()}
         self._last_ceiling = 0.0
         self._ceiling_at = math.inf
-        self._guard_s = min(settings.release_margin_s, HARD_GUARD_S)
+        self._guard_s = min(margin, max(1.0, margin * HARD_GUARD_SHARE))
         self._release_edge: dict[str, float] = {}  # marked machine -> the edge of its paid time
         self._held_to_edge: set[str] = set()  # marked machines kept past their moment for a task in paid time
         self._extra: list[c.Action] = []  # actions decided while handing out a task
@@ -828,15 +830,13 @@ class BatsCore(c.Core):
         return edge - self._guard_s
 
     def _ends_in_paid_time(self, m: c.Machine, now: float) -> bool:
-        """Whether the task ``m`` runs is expected (tau_e, §3.1) to end before its hard release."""
-        hard = self._hard_release(m)
-        if m.running_since is None or now >= hard - 1e-9:
+        """Whether ``m`` goes on with its running task until its hard release: that time is paid
+        for anyway, so a task may use it while it can still end, i.e. while some sample task ran
+        longer than it has (long-tailed runtimes often end where the mean says they would not)."""
+        if m.running_since is None or now >= self._hard_release(m) - 1e-9:
             return False
-        elapsed = max(0.0, now - m.running_since)
         samples = self.tail.sorted_samples.get(m.cluster) if self.tail is not None else None
-        if samples is None or not len(samples) or elapsed >= samples[-1]:
-            return False  # longer than every sample: nothing says it ends soon
-        return m.running_since + self.tail(m.cluster, elapsed) <= hard + 1e-9
+        return samples is not None and len(samples) > 0 and now - m.running_since < samples[-1]
 
     def handle(self, event: c.Event) -> list[c.Action]:
         actions = super().handle(event)
