@@ -166,3 +166,33 @@ def test_a_task_ending_9_s_before_the_edge_of_a_machine_the_budget_cannot_renew_
     assert finished[2].status == "incomplete" and finished[2].reason.startswith("the budget is spent: 1 of 3 paid")
     assert core.report(191.0)["killed"] == {"tasks": 0, "paid_s": 0.0}
     assert core.spent(191.0) - core.sampling_cost <= 3.0
+
+
+def test_a_milp_stopped_at_its_time_limit_with_a_feasible_plan_uses_that_plan(monkeypatch):
+    """scipy's milp answers status 1 when it reaches its time limit; with a feasible point found,
+    that point is a plan (within the gap), not "the deadline cannot be met". Without a point,
+    nothing is known and no plan is made up."""
+    import scipy.optimize
+
+    from bats.master.core.deadline import ilp
+
+    clusters = [ilp.DeadlineCluster("a", 600.0, 1.0, 3600.0, 4)]
+    exact = ilp.cheapest_plan(clusters, 20, 4 * 3600.0)
+    assert exact is not None
+
+    def stopped_at_the_limit(*args, **kwargs):
+        res = scipy.optimize.milp(*args, **kwargs)
+        res.status = 1  # as if the time limit had been reached after finding this point
+        return res
+
+    monkeypatch.setattr(ilp, "milp", stopped_at_the_limit)
+    assert ilp.cheapest_plan(clusters, 20, 4 * 3600.0) == exact
+    assert ilp.feasible(clusters, 20, 4 * 3600.0)
+
+    def stopped_with_nothing(*args, **kwargs):
+        res = scipy.optimize.milp(*args, **kwargs)
+        res.status, res.x = 1, None
+        return res
+
+    monkeypatch.setattr(ilp, "milp", stopped_with_nothing)
+    assert ilp.cheapest_plan(clusters, 20, 4 * 3600.0) is None
