@@ -137,6 +137,13 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float)
         f"| ... that would have ended inside paid time | {t['killed in paid time']} | 0 |",
         f"| paid seconds the killed tasks threw away | {t['paid s wasted']:.0f} | |",
         "",
+        "A task \"would have ended inside paid time\" when its true runtime (the simulator knows it) ends",
+        "before the edge of the ATU its machine had paid when the release came. The core lets a released",
+        "machine's running task go on until the edge less a quarter of the release margin (the rest is the",
+        "provider's release latency), so tasks ending in that last stretch, or longer than every sample",
+        "task, still count here. Incomplete runs are mostly the cheapest option on long-tailed bags: its",
+        "budget equals the plan's estimate, with nothing for the estimate's error.",
+        "",
     ]
     if result["rows"]:
         lines += ["Runs that missed a goal (first 40):", "",

@@ -902,11 +902,11 @@ class BatsCore(c.Core):
             return []  # waiting for the operator's choice
         if self.budget is not None and (self._short_of_money or any(
                 m.release_reason.startswith("the budget") for m in self.machines.values())):
-            spent = self._spent_under_budget(now)
-            limit = self.budget + self.cushion
+            spent = round(self._spent_under_budget(now), 6)  # money to the micro-dollar, not float noise
+            left = round(max(0.0, self.budget + self.cushion - spent), 6)
             return [self._stop(f"the budget is spent: {spent:g} of {self.budget:g}"
                                + (f" + cushion {self.cushion:g}" if self.cushion else "")
-                               + f" paid, {max(0.0, limit - spent):g} left does not pay the next ATU of any "
+                               + f" paid, {left:g} left does not pay the next ATU of any "
                                f"machine; {self.remaining} task(s) did not run")]
         return [self._stop("no machines left to run the remaining tasks")]
 
