@@ -15,7 +15,6 @@ import random
 
 from bats.common.config import ClusterConfig, Config, MasterConfig, SamplingConfig
 from bats.master import core as c
-from bats.master.core.bats import policy as b
 from bats.master.core.bats.policy import BatsCore, BatsSettings, Choice, build_core
 from bats.master.core.events import ScheduleChosen
 from bats.master.core.planning.planner import Option
@@ -173,7 +172,6 @@ def test_a_milp_stopped_at_its_time_limit_with_a_feasible_plan_uses_that_plan(mo
     that point is a plan (within the gap), not "the deadline cannot be met". Without a point,
     nothing is known and no plan is made up."""
     import scipy.optimize
-
     from bats.master.core.deadline import ilp
 
     clusters = [ilp.DeadlineCluster("a", 600.0, 1.0, 3600.0, 4)]

@@ -92,6 +92,7 @@ from ..planning.ga import ga_front
 from ..planning.monitor import (
     Billing,
     MachineTable,
+    ReleasePlan,
     TailEstimates,
     check,
     plan_releases,
@@ -755,7 +756,7 @@ class BatsCore(c.Core):
         actions.append(WakeAt(self._next_check(now)))  # the next check, on time
         return actions
 
-    def _release_plan(self, now: float, views: MachineTable | None = None):
+    def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:
         """plan_releases with money reserved up to the next ceiling check (plus the margin)."""
         assert self.budget is not None
         return plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
