@@ -4,15 +4,22 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench paper compare reliability execution-study install clean
+.PHONY: demo test test-fast lint bench paper compare reliability execution-study install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# reinstall when the package metadata changes
-$(STAMP): pyproject.toml | $(PY)
+# The editable install is setuptools' strict mode: build/__editable__.* holds a link to every module,
+# which type checkers and editors can follow. A module added or removed needs a new link tree, so the
+# install is redone when the list of modules changes (MODULES is rewritten only when it differs).
+MODULES := $(VENV)/.modules
+CODE := common master provisioners worker
+$(shell mkdir -p $(VENV); find $(CODE) -name '*.py' | sort > $(MODULES).new; \
+        cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); rm -f $(MODULES).new)
+
+$(STAMP): pyproject.toml setup.py $(MODULES) | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -24,6 +31,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# the unit tests alone (no processes, daemons, browser or cloud stand-ins): under a minute
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not e2e and not daemons and not browser and not cloud"
+
+# ruff and mypy over the four code folders
+lint: $(STAMP)
+	$(VENV)/bin/ruff check $(CODE)
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) bench/run.py
@@ -49,4 +65,4 @@ execution-study: $(STAMP)
 	$(PY) bench/execution_study.py --pools 200 --max-tasks 2000 --out docs/execution-study.md
 
 clean:
-	rm -rf $(VENV) bats-run build *.egg-info
+	rm -rf $(VENV) bats-run build dist *.egg-info

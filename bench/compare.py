@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/compare.py [--settings s3-4,ndb,...] [--tasks N] [--seed S] [--out FILE]
 
-How this works (issue 5, part 4). Every run is a ``bats-sim`` run (:func:`bats.master.sim.driver.simulate`,
+How this works. Every run is a ``bats-sim`` run (:func:`bats.master.sim.driver.simulate`,
 virtual time, the same cores as ``bats-master``) with one fixed seed, so the same code gives the
 same table. The settings are
 
@@ -50,14 +50,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sections import generated_by
+
 from bats.common.config import Config
 from bats.master.cli.args import load_cluster_config
 from bats.master.core.bats.settings import Choice
 from bats.master.core.offers.policy import offers_config
 from bats.master.core.planning.planner import Option, spread
-from bats.master.sim.runtimes import parse_runtimes
 from bats.master.sim.driver import simulate
-from sections import generated_by
+from bats.master.sim.runtimes import parse_runtimes
 
 log = logging.getLogger("bats.bench.compare")
 

@@ -1,7 +1,7 @@
 """``make bench`` section 9: the deadline ILP (seed 004 §V, eqs. 18-25; ``bats.master.core.deadline.ilp``)
 on a watershed-like case: 1,000 tasks, five machine types (16 free local cores and four EC2-like
 sizes, each twice as fast and twice as dear as the one before), a 1-hour deadline in 12 intervals
-of 5 minutes. Target (issue 5): at most 100 ms per plan. CPU time of this process
+of 5 minutes. Target: at most 100 ms per plan. CPU time of this process
 (``time.process_time``), median of the samples; the solver is scipy's HiGHS (``milp``).
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 import statistics
 import time
 
-from bats.master.core.deadline.ilp import DeadlineCluster, cheapest_plan
 from sections import Section, fmt, verdict
+
+from bats.master.core.deadline.ilp import DeadlineCluster, cheapest_plan
 
 T_ILP_MS = 100.0
 TASKS = 1_000

@@ -48,13 +48,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sections import generated_by
+
 from bats.common.config import Config
 from bats.master import core as c
-from bats.master.core.bats import policy as b
 from bats.master.cli.args import load_cluster_config
-from bats.master.sim.runtimes import parse_runtimes
+from bats.master.core.bats import policy as b
+from bats.master.core.registry import build_core
 from bats.master.sim.driver import Simulator, cluster_speed
-from sections import generated_by
+from bats.master.sim.runtimes import parse_runtimes
 
 log = logging.getLogger("bats.bench.paper")
 
@@ -187,7 +189,7 @@ def run_sim(config: Config, seed: int, choice: b.Choice) -> _RecordingSimulator:
     """One ``bats-sim`` run of the paper's bag, built as :func:`bats.master.sim.driver.simulate` builds it
     (tests/test_paper.py checks the two give the same report)."""
     base = parse_runtimes(RUNTIMES_SPEC).sample(np.random.default_rng(seed), TASKS)
-    core = b.build_core(range(1, TASKS + 1), config, random.Random(seed), choice,
+    core = build_core(range(1, TASKS + 1), config, random.Random(seed), choice,
                         boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
                         adaptive_prefetch=config.master.prefetch is None)
     sim = _RecordingSimulator(core, config, [0.0, *base.tolist()],

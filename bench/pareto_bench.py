@@ -1,6 +1,6 @@
 """``make bench`` section 7: seed 003's planning on its largest pool mix (40-60-100).
 
-Three targets (issue 4): the exact Pareto front of the 40-60-100 mix in at most 200 ms, seed 003's
+Three targets: the exact Pareto front of the 40-60-100 mix in at most 200 ms, seed 003's
 GA with a population of 2,000 in at most 2 s, and re-planning after a spot price change (the
 core's whole ``PriceChanged`` step while executing) in at most 200 ms. Times are CPU seconds of
 this process (``time.process_time``), so other load on a shared machine counts less than it would
@@ -14,9 +14,10 @@ import time
 
 import numpy as np
 import seed003 as s3
+from sections import Section, fmt, verdict
+
 from bats.master.core.planning.ga import GAParams, ga_front
 from bats.master.core.planning.planner import Planner
-from sections import Section, fmt, verdict
 
 T_EXACT_MS = 200.0
 T_GA_MS = 2_000.0

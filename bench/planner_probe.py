@@ -1,14 +1,19 @@
-"""Timings for issue 4 until `make bench` has a section for them: seed 003's GA (population
+"""Timings until `make bench` has a section for them: seed 003's GA (population
 2,000) and the exact Pareto front, 1,000 tasks, on a 3-type pool limited to 40/60/100 and on the
 paper's six-type 40-60-100 mix (a pool of 100). Medians of 5 runs:
 
     .venv/bin/python bench/planner_probe.py
 """
-import statistics, sys, time
+import statistics
+import sys
+import time
+
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "tests"))
 from test_ga import paper_mix, paper_six
+
 from bats.master.core.planning.ga import ga_front
 from bats.master.core.planning.planner import Planner
+
 
 def med(f, k=5):
     ts = []

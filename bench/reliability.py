@@ -118,8 +118,9 @@ def run_simulations(runs: int) -> list[dict]:
 
 def _random_case(rng: random.Random, kinds: tuple[str, ...], spikes: bool) -> tuple:
     """Arguments for ``check_budget``, drawn from the same ranges as the property tests' strategies."""
-    from bats.master.sim.driver import SimFaults
     from test_bats_core import PRICES
+
+    from bats.master.sim.driver import SimFaults
 
     clusters = [{"max": rng.randint(1, 8), "price": rng.choice(PRICES), "atu_s": rng.choice([1.0, 60.0, 300.0, 3600.0]),
                  "speed": rng.choice([0.5, 1.0, 2.0, 3.0]), "startup": rng.choice([0.0, 5.0, 90.0])}

@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from bats import provisioners
 from bats.common.config import Config, load_config
 from bats.master import core as c
 from bats.master.core.bats.settings import Choice
 from bats.master.core.planning.ga import GAParams, front_gap, ga_front, hypervolume, reference_point
 from bats.master.core.planning.planner import ClusterPlan, Estimate, Planner
-from bats.master.sim.runtimes import parse_runtimes
 from bats.master.sim.driver import Simulator, cluster_speed, simulate
+from bats.master.sim.runtimes import parse_runtimes
 
 REPO = Path(__file__).resolve().parent.parent
 PAPER_DIR = REPO / "deploy" / "examples" / "paper"

@@ -32,8 +32,8 @@ def main() -> int:
     t0 = time.perf_counter()
     from bats.common import __version__
     from bats.common.config import default_config
-    from bats.master.state.bag import load_bag
     from bats.master.core import Core, RunStarted
+    from bats.master.state.bag import load_bag
     from bats.master.state.journal import Journal
 
     import_s = time.perf_counter() - t0

@@ -457,7 +457,7 @@ def _read_policy(source: str, raw: Any, clusters: dict[str, ClusterConfig]) -> P
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: [policy]: must be a table of [policy.adaptive], [policy.deadline] "
                           "and [policy.offers]")
-    tables = {"adaptive": _ADAPTIVE_KEYS, "deadline": _DEADLINE_KEYS, "offers": _OFFERS_KEYS}
+    tables: dict[str, dict[str, tuple[str, Any]]] = {"adaptive": _ADAPTIVE_KEYS, "deadline": _DEADLINE_KEYS, "offers": _OFFERS_KEYS}
     values: dict[str, dict[str, Any]] = {}
     for name, table in raw.items():
         if name not in tables or not isinstance(table, dict):

@@ -366,7 +366,7 @@ class Ec2Provisioner(Provisioner):
         zone = self._price_zone()
         params: dict[str, Any] = {"InstanceTypes": [self.opts["instance_type"]],
                                   "ProductDescriptions": [self.opts.get("product", "Linux/UNIX")],
-                                  "StartTime": dt.datetime.now(dt.timezone.utc)}
+                                  "StartTime": dt.datetime.now(dt.UTC)}
         if zone:
             params["AvailabilityZone"] = zone
         history = self._call("describe_spot_price_history", **params).get("SpotPriceHistory", [])

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import IO, ClassVar
 
 from bats.common.config import ClusterConfig, OptionSpec
 from bats.provisioners.base import MachineHandle, MachineState, Provisioner
@@ -33,7 +33,7 @@ from bats.provisioners.base import MachineHandle, MachineState, Provisioner
 log = logging.getLogger(__name__)
 
 # Popen.poll() answers None while the process runs and its exit code afterwards.
-_STATES = {None: MachineState.RUNNING}
+_STATES: dict[int | None, MachineState] = {None: MachineState.RUNNING}
 
 
 class LocalProvisioner(Provisioner):
@@ -72,12 +72,12 @@ class LocalProvisioner(Provisioner):
 
     def _spawn(self, argv: list[str], log_path: str | None) -> subprocess.Popen:
         """The one place this provisioner touches the outside world."""
-        out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        out: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL
         try:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True, close_fds=True)
         finally:
-            if log_path:
+            if not isinstance(out, int):
                 out.close()
 
     def _argv(self, handle: MachineHandle) -> list[str]:

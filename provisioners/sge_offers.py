@@ -27,8 +27,8 @@ import re
 import xml.etree.ElementTree as ET
 from datetime import datetime
 
-from bats.master.core.offers.generate import SIZES, EdfPool, PoolJob, generate_offers
 from bats.master.core.offers.compose import Offer
+from bats.master.core.offers.generate import SIZES, EdfPool, PoolJob, generate_offers
 
 DEFAULT_RUNTIME_S = 3600.0
 

@@ -98,7 +98,7 @@ def parse_hosts(options: dict[str, Any], config_dir: str) -> list[Host]:
     default_port = options.get("port") or 22
     if not 0 < default_port < 65536:
         raise ProvisionerConfigError(f"port: must be 1-65535, got {default_port}")
-    defaults = {"user": options.get("user"), "port": default_port,
+    defaults: dict[str, Any] = {"user": options.get("user"), "port": default_port,
                 "key": _resolve(options.get("key"), config_dir), "slots": options.get("slots") or 1}
     hosts: list[Host] = []
 
@@ -119,9 +119,9 @@ def parse_hosts(options: dict[str, Any], config_dir: str) -> list[Host]:
                 kind = _HOST_KEYS.get(key)
                 if kind is None:
                     raise ProvisionerConfigError(f"{where}: unknown key {key!r} (known: {', '.join(_HOST_KEYS)})")
-                number = isinstance(value, int) and not isinstance(value, bool)
+                is_int = isinstance(value, int) and not isinstance(value, bool)
                 ok = (isinstance(value, str) and value) if kind == "str" else (
-                    number and value >= 1 if kind == "count" else number and 0 < value < 65536)
+                    is_int and value >= 1 if kind == "count" else is_int and 0 < value < 65536)
                 if not ok:
                     raise ProvisionerConfigError(f"{where}: {key}: expected {_EXPECTED[kind]}, got {value!r}")
             if "host" not in entry:

@@ -26,7 +26,7 @@ from pathlib import Path
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_SESSION_TOKEN": "testing"}
 MASTER = [sys.executable, str(Path(__file__).resolve())]  # bats-master, through main() below
-BATS_MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+BATS_MASTER = [sys.executable, "-m", "bats.master.cli"]
 LIBCLOUD_NAMESPACE = "http://ec2.amazonaws.com/doc/2016-11-15"
 
 

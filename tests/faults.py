@@ -1,7 +1,7 @@
 """Fault injection with real processes: run a real ``bats-master`` with real workers, hurt it, and
 audit the run afterwards from its journal and report.
 
-How this works. :class:`MasterRun` starts ``python -m bats.master.cli.commands`` in a directory of its own
+How this works. :class:`MasterRun` starts ``python -m bats.master.cli`` in a directory of its own
 (a bag, a clusters config) and gives the test handles on it and its workers (psutil). Each
 scenario of ``SCENARIOS`` does one kind of harm while the bag runs: ``kill -9`` of random workers,
 ``kill -9`` of the master at random points followed by ``--resume``, SIGSTOP/SIGCONT of a worker,
@@ -38,7 +38,7 @@ import psutil
 from backends import LOCAL, Backend
 from runs import wait_for
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 PRICE = 0.01
 ATU = "2s"  # short ATUs: every second of uptime shows in the cost
 
@@ -272,9 +272,9 @@ def pause_worker(root: Path, rng: random.Random, backend: Backend = LOCAL) -> Au
 
 def cut_network(root: Path, rng: random.Random) -> Audit:
     """Every worker connects through a TCP proxy; one connection is cut past the liveness limit."""
-    from netproxy import TcpProxy
-
     import socket as _socket
+
+    from netproxy import TcpProxy
 
     with _socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 
 
 def results(state_dir: Path) -> list[dict]:

@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bats.common.config import (
     AdaptiveConfig,
     ClusterConfig,
@@ -22,15 +25,13 @@ from bats.common.config import (
     load_config,
 )
 from bats.master import core as c
-from bats.master.core.adaptive.policy import END_OF_UNIT, AdaptiveCore, AdaptiveSettings
 from bats.master.core.actions import WakeAt
+from bats.master.core.adaptive.policy import END_OF_UNIT, AdaptiveCore, AdaptiveSettings
 from bats.master.core.bats.policy import Choice
-from bats.master.sim.runtimes import parse_runtimes
 from bats.master.sim.driver import main as sim_main
 from bats.master.sim.driver import simulate
+from bats.master.sim.runtimes import parse_runtimes
 from bats.provisioners import options_of
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_bats_core import Driver  # noqa: E402

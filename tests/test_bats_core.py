@@ -15,17 +15,20 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from bats.common.config import ClusterConfig, Config, MasterConfig, SamplingConfig
-from bats.master.core.bats import policy as b
 from bats.master import core as c
+from bats.master.core.bats import policy as b
 from bats.master.core.bats.policy import BatsCore, BatsSettings, Choice
 from bats.master.core.events import ScheduleChosen
 from bats.master.core.planning.estimate import REPLICATED_TASKS, sample_size
 from bats.master.core.planning.planner import ClusterPlan, Option, Planner
-from bats.master.sim.runtimes import parse_runtimes
+from bats.master.driver import Driver as BaseDriver
+from bats.master.driver import carries_out
 from bats.master.sim.driver import simulate
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from bats.master.sim.runtimes import parse_runtimes
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLING = SamplingConfig(initial_workers=2, error=0.4)
@@ -43,7 +46,7 @@ def make_core(tasks: int = 30, clusters=None, settings_=SETTINGS, seed: int = 1)
     return BatsCore(range(1, tasks + 1), clusters or two_clusters(), random.Random(seed), settings_, max_held=1)
 
 
-class Driver:
+class Driver(BaseDriver):
     """Feeds a core by hand and keeps, per machine, the tasks it was sent with the time each will
     end (one at a time, ``runtimes[cluster]`` seconds each); :meth:`step` reports the earliest."""
 
@@ -52,20 +55,31 @@ class Driver:
         self.runtimes = dict(runtimes or RUNTIMES)
         self.running: dict[str, list[tuple[float, int, int]]] = {}
         self.actions: list[c.Action] = []
+        self.now = 0.0
+        BaseDriver.__init__(self)
 
     def feed(self, event) -> list:
-        actions = self.core.handle(event)
+        self.now = event.now
+        actions = super().feed(event)
         self.actions.extend(actions)
-        for a in actions:
-            if isinstance(a, c.Dispatch):
-                queue = self.running.setdefault(a.machine, [])
-                start = queue[-1][0] if queue else event.now
-                queue.append((start + self.runtimes[self.core.machines[a.machine].cluster], a.task, a.attempt))
-            elif isinstance(a, c.Release):
-                self.running.pop(a.machine, None)
         if isinstance(event, c.MachineLost):
             self.running.pop(event.machine, None)
         return actions
+
+    @carries_out(c.Dispatch)
+    def _dispatch(self, a: c.Dispatch) -> None:
+        queue = self.running.setdefault(a.machine, [])
+        start = queue[-1][0] if queue else self.now
+        queue.append((start + self.runtimes[self.core.machines[a.machine].cluster], a.task, a.attempt))
+
+    @carries_out(c.Release)
+    def _release(self, a: c.Release) -> None:
+        self.running.pop(a.machine, None)
+
+    @carries_out(c.Acquire, c.RecordResult, c.IgnoreResult, c.Finish, c.OfferOptions, c.WakeAt, c.Notify,
+                 c.AskOffers)
+    def _noted(self, a: c.Action) -> None:
+        """The test reads these from the returned actions."""
 
     def up(self, now: float, *machines: str) -> list:
         """Machines acquired, booted and asking for a task; ``a1`` is of cluster ``a``."""
@@ -127,7 +141,7 @@ def test_replicated_copies_come_first_and_each_cluster_runs_every_one_once():
     core = make_core()
     d = Driver(core)
     d.feed(c.RunStarted(0.0))
-    r = list(core._replica_order)
+    r = list(core.sample.order)
     assert len(set(r)) == 7
     # each machine's first asks take the copies its cluster has not run yet, in the drawn order;
     # the second copy of a task is its second attempt
@@ -155,26 +169,26 @@ def test_sample_tasks_are_the_first_ordinary_tasks_handed_out():
     core = make_core()
     d = Driver(core)
     d.feed(c.RunStarted(0.0))
-    r = list(core._replica_order)
+    r = list(core.sample.order)
     d.up(0.0, "a1", "a2", "b1", "b2")
     d.through(10.0)
-    assert core._sample_running == set() and core._sample_target == 2
+    assert core.sample.running == set() and core.sample.target == 2
     event, actions = d.step()  # b1 ends r4 at t=15 and takes r6, the last copy for b
     assert (event.now, event.machine, actions[-1]) == (15.0, "b1", c.Dispatch("b1", r[6], 1))
     event, actions = d.step()  # b2 ends r5: b has no copy left, so it takes the first sample task
     (first,) = [a.task for a in actions if isinstance(a, c.Dispatch)]
-    assert (event.now, event.machine, first not in r, core._sample_running) == (15.0, "b2", True, {first})
+    assert (event.now, event.machine, first not in r, core.sample.running) == (15.0, "b2", True, {first})
     d.through(20.0)
-    assert len(core._sample_running) + core._sample_done == 2
+    assert len(core.sample.running) + core.sample.done == 2
     d.through(35.0)
-    assert core._sample_done == 2 and core._sample_running == set()
+    assert core.sample.done == 2 and core.sample.running == set()
     assert core.phase == b.SAMPLING  # a's copy of r6 runs until t=40
 
 
 def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machines():
     d, event, actions = sampled()
     core = d.core
-    assert (event.now, event.machine, event.task) == (40.0, "a1", core._replica_order[6])
+    assert (event.now, event.machine, event.task) == (40.0, "a1", core.sample.order[6])
     # by t=40 the 7 replicated tasks and 7 others are done: the options are for the 16 left, planned
     # with T_a = 10 s and T_b = 5 s (every copy took exactly that; the regression is the ratio 0.5)
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 16)
@@ -342,7 +356,7 @@ def test_a_replicated_task_is_recorded_once_whichever_copy_succeeds():
     core = make_core()
     d = Driver(core)
     d.feed(c.RunStarted(0.0))
-    r = list(core._replica_order)
+    r = list(core.sample.order)
     d.up(0.0, "a1", "b1")
     # a1's copy of r0 fails: nothing recorded while b1's copy may still succeed
     assert core.handle(c.TaskFinished(3.0, "a1", r[0], 1, 1, 3.0)) == [c.Dispatch("a1", r[1], 1)]
@@ -358,7 +372,7 @@ def test_a_replicated_task_is_recorded_once_whichever_copy_succeeds():
 def test_a_replicated_task_all_of_whose_copies_fail_is_recorded_failed_once():
     core = make_core()
     core.handle(c.RunStarted(0.0))
-    r = list(core._replica_order)
+    r = list(core.sample.order)
     Driver(core).up(0.0, "a1", "b1")
     assert core.handle(c.TaskFinished(4.0, "b1", r[0], 2, 2, 4.0)) == [c.Dispatch("b1", r[1], 1)]
     assert core.handle(c.TaskFinished(9.0, "a1", r[0], 1, 2, 9.0)) == [
@@ -373,11 +387,11 @@ def test_a_lost_machine_puts_its_replica_copy_back_for_its_own_cluster():
     core = make_core()
     d = Driver(core)
     d.feed(c.RunStarted(0.0))
-    r = list(core._replica_order)
+    r = list(core.sample.order)
     d.up(0.0, "a1", "a2", "b1", "b2")
     # a1 is lost with a's copy of r0: a replacement is asked for and the copy is a's next one
     assert d.feed(c.MachineLost(2.0, "a1", "crashed")) == [c.Acquire("a", 1)]
-    assert core._replica_todo["a"][-1] == r[0]
+    assert core.sample.todo["a"][-1] == r[0]
     d.through(5.0)  # b1/b2 end r0/r1: b's copies are unaffected
     assert d.step()[1] == [c.Dispatch("a2", r[0], 3)]  # a2 ends r1 at t=10 and takes a's copy of r0
     assert d.up(10.0, "a3") == [c.Dispatch("a3", r[2], 2)]  # b1 took r2 at t=5
@@ -385,7 +399,7 @@ def test_a_lost_machine_puts_its_replica_copy_back_for_its_own_cluster():
     copies = [(core.machines[a.machine].cluster, a.task) for a in d.actions if isinstance(a, c.Dispatch)]
     assert sorted(copies.count(("a", t)) for t in r) == [1] * 6 + [2]  # r0 twice on a: lost once
     assert sorted(copies.count(("b", t)) for t in r) == [1] * 7
-    assert all(len(core._replica_runtime[t]) == 2 for t in r)
+    assert all(len(core.sample.replica_runtime[t]) == 2 for t in r)
 
 
 def test_a_cluster_whose_acquisition_fails_is_left_out_of_sampling():
@@ -393,7 +407,7 @@ def test_a_cluster_whose_acquisition_fails_is_left_out_of_sampling():
     d = Driver(core)
     assert d.feed(c.RunStarted(0.0)) == [c.Acquire("a", 2), c.Acquire("b", 2)]
     assert d.feed(c.AcquireFailed(0.0, "b", 2, "no capacity")) == []
-    r = list(core._replica_order)
+    r = list(core.sample.order)
     assert d.up(0.0, "a1", "a2") == [c.Dispatch("a1", r[0], 1), c.Dispatch("a2", r[1], 1)]
     _event, actions = d.until(lambda: core.phase != b.SAMPLING)
     (offer,) = [a for a in actions if isinstance(a, c.OfferOptions)]

@@ -13,7 +13,7 @@ import pytest
 from runs import results
 from terminal import run_on_terminal
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 CONFIG = """
 [master]
 heartbeat = "0.5s"

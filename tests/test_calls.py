@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from bats.master.server.calls import CallTimeout, Calls
+from bats.master.server.calls import Calls, CallTimeout
 
 
 class Clock:

@@ -348,3 +348,22 @@ def test_cost_counts_every_begun_atu_and_at_least_the_minimum_charge():
     assert core.machine_cost(core.machines["m1"], 10.0) == (60, pytest.approx(0.060))  # the first minute
     assert core.machine_cost(core.machines["m1"], 90.5) == (91, pytest.approx(0.091))  # then per second
     assert c.atus_begun(3600.0, 3600.0) == 1 and c.atus_begun(3600.5, 3600.0) == 2
+
+
+def test_handlers_are_marked_beside_their_method_and_a_subclass_overrides_one_by_name():
+    from bats.master.core.base import handles
+
+    class Noting(c.Core):
+        def _on_tick(self, ev):  # an override by name keeps the base's mark
+            return [c.Notify(f"tick at {ev.now}")]
+
+        @handles(c.OffersMade)
+        def _on_offers(self, ev):
+            return [c.Notify("offers")]
+
+    core = Noting(range(1, 3), {"a": ClusterConfig("a", "local", max=1)}, random.Random(1))
+    assert core.handle(c.Tick(5.0)) == [c.Notify("tick at 5.0")]
+    assert core.handle(c.OffersMade(6.0, ())) == [c.Notify("offers")]
+    assert c.OffersMade not in c.Core._handlers  # the base is not changed by its subclass
+    with pytest.raises(TypeError, match="Core does not handle OffersMade"):
+        c.Core(range(1, 3), {"a": ClusterConfig("a", "local", max=1)}, random.Random(1)).handle(c.OffersMade(0.0, ()))

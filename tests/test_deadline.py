@@ -12,9 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
 from bats.common.config import ClusterConfig, Config, MasterConfig
-from bats.master.core.bats import policy as b
 from bats.master import core as c
+from bats.master.core.bats import policy as b
 from bats.master.core.bats.policy import Choice
 from bats.master.core.deadline.ilp import (
     DeadlineCluster,
@@ -28,11 +31,9 @@ from bats.master.core.deadline.ilp import (
 )
 from bats.master.core.deadline.policy import STOPPED_BY_PLAN, DeadlineCore, DeadlineSettings
 from bats.master.core.planning.planner import ClusterPlan, Planner
-from bats.master.sim.runtimes import parse_runtimes
 from bats.master.sim.driver import main as sim_main
 from bats.master.sim.driver import simulate
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from bats.master.sim.runtimes import parse_runtimes
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_bats_core import SETTINGS, Driver, two_clusters  # noqa: E402

@@ -18,11 +18,12 @@ import psutil
 import pytest
 import zmq
 import zmq.auth
-from bats.common.protocol import encode
 from runs import results as export
 from runs import wait_for
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+from bats.common.protocol import encode
+
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 
 
 def write_bag(path: Path, commands: list[str]) -> Path:

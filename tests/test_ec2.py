@@ -132,7 +132,7 @@ def test_spot_price_comes_from_the_price_history_per_atu(aws):
     assert p.price_poll_s == 7.0
     assert p.price_now() == pytest.approx(0.00001 * 60 / 3600)  # moto quotes 0.00001 an hour everywhere
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     history = [  # the latest row of each zone counts
         {"AvailabilityZone": "z-a", "SpotPrice": "0.30", "Timestamp": now - dt.timedelta(hours=2)},
         {"AvailabilityZone": "z-a", "SpotPrice": "0.10", "Timestamp": now - dt.timedelta(minutes=5)},
@@ -232,10 +232,11 @@ def test_backoff_doubles_with_jitter_and_is_capped():
 def test_the_server_plans_with_the_usable_max(tmp_path, monkeypatch):
     """A provisioner's lower usable_max reaches the core the planner reads; the report keeps the config."""
     from bats.common.config import Config, MasterConfig
-    from bats.master.state.bag import load_bag
-    from bats.master.core.bats.policy import Choice, build_core
-    from bats.master.state.journal import Journal
+    from bats.master.core.bats.policy import Choice
+    from bats.master.core.registry import build_core
     from bats.master.server.loop import Server
+    from bats.master.state.bag import load_bag
+    from bats.master.state.journal import Journal
     from bats.provisioners.base import Provisioner
 
     class Stingy(Provisioner):
@@ -256,7 +257,7 @@ def test_the_server_plans_with_the_usable_max(tmp_path, monkeypatch):
     journal = Journal.create(tmp_path / "run", "r", {})
     server = Server(core, load_bag(tmp_path / "b.txt"), config, journal, {"a": Stingy(clusters["a"], Bootstrap("", "r"))},
                     socket=None, session=1)
-    import bats.master.server.loop as server_module
+    import bats.master.server.fleet as server_module
 
     monkeypatch.setattr(server_module, "ACQUIRE_ATTEMPTS", 1)  # the call runs off the loop: one try
     server._do_acquire(c.Acquire("a", 5))

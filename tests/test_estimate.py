@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bats.master.core.planning import estimate as e
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from bats.master.core.planning import estimate as e
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,9 +15,10 @@ import random
 
 from bats.common.config import ClusterConfig, Config, MasterConfig, SamplingConfig
 from bats.master import core as c
-from bats.master.core.bats.policy import BatsCore, BatsSettings, Choice, build_core
+from bats.master.core.bats.policy import BatsCore, BatsSettings, Choice
 from bats.master.core.events import ScheduleChosen
 from bats.master.core.planning.planner import Option
+from bats.master.core.registry import build_core
 
 SMALL_SAMPLE = SamplingConfig(initial_workers=1, error=0.4)  # 30 tasks: a sample of 9
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+
 from bats.master.core.planning import ga as ga
 from bats.master.core.planning.ga import GAParams, front_gap, ga_front, hypervolume, reference_point
 from bats.master.core.planning.planner import ClusterPlan, Estimate, Planner

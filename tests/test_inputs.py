@@ -1,6 +1,6 @@
 """Bad input: every case exits 2 with one line on stderr naming where the problem is, no traceback.
 
-The cases run the real command line (``python -m bats.master.cli.commands``) in a subprocess; each one must
+The cases run the real command line (``python -m bats.master.cli``) in a subprocess; each one must
 fail before any worker starts. One real run (module fixture) provides a state dir that holds a
 finished run, for the cases about ``--resume`` and about not losing earlier work.
 """
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from bats.common.config import ConfigError, load_config
 from bats.common.durations import parse_duration
 from bats.master.state.bag import MAX_LINE_BYTES, BagError, load_bag
@@ -29,7 +30,7 @@ LOCAL = '[clusters.a]\nprovisioner = "local"\nmax = 1\n'
 
 
 def cli(*args: str, cwd: Path, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bats.master.cli.commands", *args], cwd=cwd, check=False,
+    return subprocess.run([sys.executable, "-m", "bats.master.cli", *args], cwd=cwd, check=False,
                           capture_output=True, text=True, errors="replace", timeout=timeout,
                           stdin=subprocess.DEVNULL)
 

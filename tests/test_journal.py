@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from bats.master.state.journal import JOURNAL_NAME, Journal, JournalError
 from bats.master.state.results import export_results
 

@@ -10,11 +10,12 @@ import math
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bats.master.core.planning import monitor as mon
 from bats.master.core.planning.estimate import RuntimeEstimate
 from bats.master.core.planning.monitor import Billing, MachineTable, MachineView, TailEstimates
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 HOURLY = Billing(3600.0, 3.0)
 EC2 = Billing(1.0, 0.0001, min_charge_s=60.0)  # per-second billing after a 60 s minimum

@@ -4,9 +4,10 @@ offers assigns the whole bag, never more than an offer holds."""
 from __future__ import annotations
 
 import pytest
-from bats.master.core.offers.compose import Offer, compose, offers_no_lb, offers_with_dplb, offers_with_plb
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from bats.master.core.offers.compose import Offer, compose, offers_no_lb, offers_with_dplb, offers_with_plb
 
 TABLE_I = [Offer("1", 256, 40), Offer("1", 512, 100), Offer("2", 128, 40), Offer("2", 512, 200),
            Offer("3", 64, 40), Offer("3", 512, 200)]

@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+
 from bats.master.core.offers.compose import Offer
 from bats.provisioners.sge_offers import (
     QstatError,

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 CONFIG = """
 [master]
 heartbeat = "0.5s"

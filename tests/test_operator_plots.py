@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import struct
 
-from bats.master.views.plots import text_plot, write_options_png
 from bats.master.core.planning.planner import Option
 from bats.master.sim.driver import main
+from bats.master.views.plots import text_plot, write_options_png
 
 PAPER = "deploy/examples/paper/s3-4.toml"
 RUN = ["--config", PAPER, "--tasks", "1000", "--runtimes", "normal:15m,134s", "--seed", "1"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 CONFIG = """
 [master]
 heartbeat = "0.5s"

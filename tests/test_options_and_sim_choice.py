@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from bats.master.views.options_table import format_options, profitability
+
 from bats.master.core.planning.planner import Option
 from bats.master.sim.driver import main
+from bats.master.views.options_table import format_options, profitability
 
 PAPER = "deploy/examples/paper/s3-4.toml"
 RUN = ["--config", PAPER, "--tasks", "1000", "--runtimes", "normal:15m,134s", "--seed", "1"]

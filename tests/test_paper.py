@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from bats.master.sim.runtimes import parse_runtimes
-from bats.master.sim.driver import simulate
 from bench_scripts import load_bench_script
+
+from bats.master.sim.driver import simulate
+from bats.master.sim.runtimes import parse_runtimes
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from bats.master.core.planning import planner as p
-from bats.master.core.planning.planner import ClusterPlan, Planner
 from brute_force import configurations, pareto_points
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+
+from bats.master.core.planning import planner as p
+from bats.master.core.planning.planner import ClusterPlan, Planner
 
 HOUR = 3600.0
 

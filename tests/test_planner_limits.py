@@ -7,11 +7,13 @@ import math
 from dataclasses import replace
 
 import pytest
-from bats.master.core.planning import planner as p
-from bats.master.core.planning.planner import ClusterPlan, Planner
 from brute_force import configurations, pareto_points
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from bats.master.core.planning import frontier
+from bats.master.core.planning import planner as p
+from bats.master.core.planning.planner import ClusterPlan, Planner
 
 HOUR = 3600.0
 SCALE = 10_000  # prices in whole ten-thousandths of a dollar: $0.0031 is 31, $0.13 is 1300
@@ -199,9 +201,9 @@ def test_clamped_counts_keep_the_front_of_plain_count_pruning():
     limits = [c.max for c in clusters]
     fronts = []
     for outside in (0, 100):
-        weight, speed, config, count = p._group_frontier_capped(range(6), clusters, prices, limits, 6, 100, outside)
+        weight, speed, config, count = frontier.group_frontier_capped(range(6), clusters, prices, limits, 6, 100, outside)
         assert (count <= 100).all() and (config.sum(axis=1) == count).all()
-        keep = p._front2(weight, speed)
+        keep = frontier.front2(weight, speed)
         fronts.append(sorted(zip(weight[keep].tolist(), speed[keep].tolist())))
     assert fronts[0] == fronts[1] and len(fronts[0]) > 500
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_bats_e2e import CONFIG, results
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 TASKS = 60
 ADAPTIVE = """
 [master]

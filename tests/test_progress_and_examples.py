@@ -6,13 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from terminal import run_on_terminal
+
 from bats import provisioners
 from bats.common.config import load_config
 from bats.master.state.bag import load_bag
-from terminal import run_on_terminal
 
 ROOT = Path(__file__).resolve().parents[1]
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 
 
 def test_without_a_terminal_progress_is_a_log_line_every_few_seconds(tmp_path):

@@ -3,9 +3,11 @@ ProtocolError and nothing else, whatever bytes a peer sends."""
 
 from __future__ import annotations
 
-
 import msgpack
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
 from bats.common.protocol import (
     MASTER_TYPES,
     MAX_FRAME_BYTES,
@@ -17,8 +19,6 @@ from bats.common.protocol import (
     encode,
     text_of,
 )
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
 
 # One valid message of every type.
 VALID: dict[str, dict] = {

@@ -14,6 +14,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from daemons import SGE_ENV, running, start_sge, start_slurm, wait_until
+from runs import kill_all
+from runs import results as export
+
 from bats.common.config import ClusterConfig
 from bats.provisioners.base import (
     Bootstrap,
@@ -24,11 +28,8 @@ from bats.provisioners.base import (
 from bats.provisioners.batch import BatchProvisioner
 from bats.provisioners.sge import SgeProvisioner
 from bats.provisioners.slurm import SlurmProvisioner
-from daemons import SGE_ENV, running, start_sge, start_slurm, wait_until
-from runs import kill_all
-from runs import results as export
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 WORKER = str(Path(sys.executable).with_name("bats-worker"))
 BACKENDS = {"sge": (SgeProvisioner, start_sge, ["-h"]), "slurm": (SlurmProvisioner, start_slurm, ["--hold"])}
 

@@ -18,7 +18,7 @@ from bats.common.config import ClusterConfig
 from bats.provisioners.base import Bootstrap, MachineState, ProvisionerConfigError
 from bats.provisioners.manual import ManualProvisioner
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 WORKER = [sys.executable, "-m", "bats.worker"]
 
 

@@ -15,14 +15,15 @@ from pathlib import Path
 
 import psutil
 import pytest
-from bats.common.config import ClusterConfig
-from bats.provisioners.base import Bootstrap, MachineState, ProvisionerConfigError
-from bats.provisioners.ssh import SshProvisioner, parse_hosts
 from daemons import Sshd, start_sshd, stop_sshd, wait_until
 from runs import kill_all
 from runs import results as export
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+from bats.common.config import ClusterConfig
+from bats.provisioners.base import Bootstrap, MachineState, ProvisionerConfigError
+from bats.provisioners.ssh import SshProvisioner, parse_hosts
+
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 WORKER = str(Path(sys.executable).with_name("bats-worker"))
 
 

@@ -25,7 +25,7 @@ from bats.master.server import security
 from bats.provisioners.base import Bootstrap, MachineHandle, Provisioner
 from bats.worker.main import build_parser
 
-MASTER = [sys.executable, "-m", "bats.master.cli.commands"]
+MASTER = [sys.executable, "-m", "bats.master.cli"]
 sys.path.insert(0, str(Path(__file__).parent))
 from test_e2e import export, free_port, wait_for, workers_of, write_bag  # noqa: E402
 

@@ -8,6 +8,9 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bats.common.config import (
     ClusterConfig,
     Config,
@@ -16,11 +19,9 @@ from bats.common.config import (
     load_config,
 )
 from bats.master.core import Core, TaskFinished, atus_begun
-from bats.master.sim.runtimes import MDB_RANGE_MIN, RuntimeSpecError, parse_runtimes
 from bats.master.sim.driver import Simulator, cluster_speed, main, simulate
+from bats.master.sim.runtimes import MDB_RANGE_MIN, RuntimeSpecError, parse_runtimes
 from bats.provisioners import options_of
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def cluster(name="a", max=2, price=0.5, atu_s=100.0, speed=1.0, **options) -> ClusterConfig:

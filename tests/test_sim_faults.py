@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bats.common.prices import PriceTrace
-from bats.master.sim.runtimes import parse_runtimes
 from bats.master.sim.driver import SimFaults, simulate
+from bats.master.sim.runtimes import parse_runtimes
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_bats_core import choice_strategy, cluster_strategy, sim_config, spec_strategy  # noqa: E402

@@ -7,12 +7,13 @@ import math
 from pathlib import Path
 
 import pytest
+
 from bats import provisioners
 from bats.common.config import ConfigError, load_config
-from bats.master.core.bats.policy import Choice
 from bats.master.core import charged as _charged
-from bats.master.sim.runtimes import parse_runtimes
+from bats.master.core.bats.policy import Choice
 from bats.master.sim.driver import simulate
+from bats.master.sim.runtimes import parse_runtimes
 
 CONFIG = """
 [clusters.od]

@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import bats.common
 import msgpack
 import psutil
 import pytest
 import zmq
+
+import bats.common
 from bats.common.protocol import OUTPUT_TAIL_BYTES, WORKER_TYPES, decode_all, encode
 
 pytestmark = pytest.mark.timeout(30)

@@ -36,15 +36,16 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import zmq
+from zmq.utils import z85
+
 from bats.common import __version__
 from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
 from bats.worker.spot import SpotWatcher
 from bats.worker.task import TaskRun
-from zmq.utils import z85
 
 log = logging.getLogger("bats.worker")
 
@@ -231,7 +232,7 @@ class Worker:
         """Handle every frame waiting; what the handling sends (results of no-op tasks, say) goes
         out as one frame at the end, see ``protocol.decode_all``."""
         sock = self._sock
-        self._outgoing = outgoing = []
+        self._outgoing = outgoing = cast(list[bytes], [])
         try:
             for _ in range(MAX_FRAMES_PER_WAKE):
                 try:

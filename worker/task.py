@@ -29,6 +29,7 @@ import subprocess
 from typing import IO, Any
 
 import zmq
+
 from bats.common.protocol import OUTPUT_TAIL_BYTES
 
 log = logging.getLogger("bats.worker")

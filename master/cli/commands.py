@@ -159,8 +159,8 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
             "planner": choice.planner, "all_options": choice.all_options, "deadline": choice.deadline}
 
 
-def _prepare(args: argparse.Namespace, bind: Callable[[Config], Any]):
-    """Open or create the run: returns (journal, bag, config, settings, bind(config)).
+def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
+    """Open or create the run: returns (journal, bag, config, settings, bind(config, keys)).
 
     On a new run everything is checked and ``bind`` (the master's socket) is called before anything
     is written to the state dir, so bad input never leaves a half-started run behind."""
@@ -291,6 +291,7 @@ def _replace_keys(state_dir: Path, keys) -> None:
 
 def _bind(config: Config, keys):
     import zmq
+
     from bats.master.server.loop import bind_router
 
     listen, _advertise = _endpoints(config)
@@ -305,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
     journal, bag, config, settings, (_context, sock, bound, auth, keys) = _prepare(args, _bind)
     # imported only now, so that bad input is reported without loading the runtime
     from bats import provisioners
-    from bats.master.core.bats.policy import build_core
+    from bats.master.core.registry import build_core
     from bats.master.server.loop import Server
     from bats.master.views.live import LiveView, Watch
     from bats.master.views.report import build_report, summary, write_report
@@ -377,7 +378,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         saved = _close_journal(journal)
     print(summary(report, report_path))
-    planned_only = choice.plan_only and (getattr(core, "options", None) or getattr(core, "plan", None))
+    seen = core.view()
+    planned_only = choice.plan_only and bool(seen.options or seen.plan)
     return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
 
 
@@ -427,13 +429,13 @@ def _log_every(core) -> float:
     when there is no budget to monitor)."""
     from bats.master.views.live import LOG_EVERY_S
 
-    settings = getattr(core, "settings", None)
-    return getattr(settings, "monitor_interval_s", None) or LOG_EVERY_S
+    return core.view().monitor_interval_s or LOG_EVERY_S
 
 
 def _control(state_dir: str, run_id: str):
     """The socket ``bats-master status`` asks; a run goes on without it if it cannot be made."""
     import zmq
+
     from bats.master.views.status import ControlServer
 
     try:
@@ -445,7 +447,8 @@ def _control(state_dir: str, run_id: str):
 
 def _redraw_plot(path: str | None, core) -> None:
     """``--plot``: once the run is over, draw the options again with the chosen one circled."""
-    options, selected = getattr(core, "options", None), getattr(core, "selected", None)
+    view = core.view()
+    options, selected = view.options, view.selected
     if not path or not options or selected is None:
         return
     from bats.master.views.plots import write_options_png

@@ -13,13 +13,49 @@ every module of it): time comes in as each event's ``now`` and randomness as a s
 - :mod:`.planning`: runtime estimates, the knapsack planner, the GA, the §3.1 monitor.
 """
 
-from .actions import (Acquire, Action, AskOffers, Dispatch, Finish, IgnoreResult, Notify, OfferOptions,
-                      RecordResult, Release, WakeAt)
-from .base import (DEFAULT_MAX_HELD, DONE, FAILED, GIVE_UP_AFTER, LONG_TASK_S, PENDING, RUNNING, SHORT_TASK_S, Core,
-                   Machine, MachineState)
+from .actions import (
+                      Acquire,
+                      Action,
+                      AskOffers,
+                      Dispatch,
+                      Finish,
+                      IgnoreResult,
+                      Notify,
+                      OfferOptions,
+                      RecordResult,
+                      Release,
+                      WakeAt,
+)
+from .base import (
+                      DEFAULT_MAX_HELD,
+                      DONE,
+                      FAILED,
+                      GIVE_UP_AFTER,
+                      LONG_TASK_S,
+                      PENDING,
+                      RUNNING,
+                      SHORT_TASK_S,
+                      Core,
+                      Machine,
+                      MachineState,
+)
 from .billing import atus_begun, charged
-from .events import (AcquireFailed, Event, MachineAcquired, MachineCameLate, MachineLost, MachineUp, OffersMade,
-                     PriceChanged, RunStarted, ScheduleChosen, StopRequested, TaskFinished, Tick, WorkerAsked)
+from .events import (
+                      AcquireFailed,
+                      Event,
+                      MachineAcquired,
+                      MachineCameLate,
+                      MachineLost,
+                      MachineUp,
+                      OffersMade,
+                      PriceChanged,
+                      RunStarted,
+                      ScheduleChosen,
+                      StopRequested,
+                      TaskFinished,
+                      Tick,
+                      WorkerAsked,
+)
 
 __all__ = [
     "DEFAULT_MAX_HELD", "DONE", "FAILED", "GIVE_UP_AFTER", "LONG_TASK_S", "PENDING", "RUNNING", "SHORT_TASK_S",

@@ -1,6 +1,6 @@
 """The scheduling core: events in, actions out, no I/O.
 
-How this works. The master's drivers (the ZeroMQ server, later the simulator) turn everything
+How this works. The master's drivers (the ZeroMQ server and the simulator) turn everything
 that happens into a frozen event carrying ``now`` (seconds, from the driver's clock) and feed it to
 :meth:`Core.handle`, which updates the bookkeeping and answers with a list of actions for the
 driver to carry out. Randomness comes in as a seeded ``random.Random``. Nothing here opens a
@@ -35,7 +35,7 @@ import random
 from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from bats.common.config import ClusterConfig
 
@@ -63,6 +63,7 @@ from .events import (
     Tick,
     WorkerAsked,
 )
+from .view import CoreView
 
 DEFAULT_MAX_HELD = 2  # tasks a worker may hold: the running one plus one prefetched
 SHORT_TASK_S = 0.01  # with adaptive prefetch, tasks shorter than this get deeper worker queues
@@ -102,16 +103,66 @@ class Machine:
 PENDING, RUNNING, DONE, FAILED = 0, 1, 2, 3
 GIVE_UP_AFTER = 3  # consecutive machines of a cluster lost before doing any task
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handles(*events: type) -> Callable[[F], F]:
+    """Mark a core method as the handler of ``events`` (event types of :mod:`.events`)."""
+
+    def mark(method: F) -> F:
+        method._handles = events  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+def _handler_table(cls: type) -> dict[type, Callable[..., list[Action]]]:
+    """Event type -> the function that handles it for ``cls``: the marked methods of its classes,
+    a subclass's marks winning, each looked up by name so an override needs no mark of its own."""
+    names: dict[type, str] = {}
+    for klass in reversed(cls.__mro__):
+        for name, member in vars(klass).items():
+            for event in getattr(member, "_handles", ()):
+                names[event] = name
+    return {event: getattr(cls, name) for event, name in names.items()}
+
 
 class Core:
     """The I/O-free state machine; see the module docstring.
 
-    A policy with more to decide (BaTS, :mod:`bats.master.core.bats.policy`) subclasses it and overrides
-    the hooks: ``_initial_acquisitions``, ``_next_task``, ``_settle``, ``_after_result``,
-    ``_return_task``, ``_replace_lost``, ``_on_tick``, and adds events to ``_handlers``.
+    Each event type has one handler, the method marked ``@handles(EventType)``; :meth:`handle`
+    calls it and then :meth:`_after_event`. A policy (``core/bats``, ``core/deadline``,
+    ``core/adaptive``, ``core/offers``) subclasses this class, sets ``name`` (its ``--policy`` word,
+    see :mod:`..registry`), marks handlers of the events only it knows, and overrides these hooks,
+    which are the whole interface between the base and a policy:
+
+    - ``_initial_acquisitions(now)``: the machines asked for when the run starts;
+    - ``_next_task(machine)``: the task a machine that asks gets (None: nothing for it now);
+    - ``_return_task(task, attempt, machine)``: a task a lost or released machine held goes back;
+    - ``_settle(machine, ev)``: a result arrives (records it or retries it);
+    - ``_after_result(machine, ev)``: what follows a result (re-planning, the end of a phase);
+    - ``_replace_lost(machine, now)``: a machine was lost;
+    - ``_retire(machine, now, reason)``: a machine leaves the run (released or lost);
+    - ``_finish_if_stranded(now)``: the end when no machine is left or coming;
+    - ``_better_left_for_an_idle_machine(machine)``, ``_feed_hungry(now)``, ``_feed(machine)``: the
+      hand-out of tasks to machines that asked;
+    - the event handlers ``_on_tick``, ``_on_price_changed``, ``_on_acquire_failed``,
+      ``_on_machine_acquired`` (override by name: the mark is inherited);
+    - ``_after_event(event, actions)``: what every event is followed by (releases due now).
     """
 
-    _handlers: ClassVar[dict[type, Callable[..., list[Action]]]]
+    name = "self"  # the --policy word; each policy sets its own (core/registry.py)
+    phase = "running"  # a policy with phases (sampling, offering, executing) keeps its current one here
+
+    def view(self) -> CoreView:
+        """What the views and drivers may read of this core (see :mod:`.view`)."""
+        return CoreView(policy=self.name, phase=self.phase)
+
+    _handlers: ClassVar[dict[type, Callable[..., list[Action]]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._handlers = _handler_table(cls)
 
     def __init__(
         self,
@@ -167,8 +218,6 @@ class Core:
         self._now = 0.0  # the time of the event being handled
         self.prices = {name: cl.price for name, cl in clusters.items()}  # per ATU, now
         self._price_log: dict[str, tuple[list[float], list[float]]] = {}  # cluster -> (times, prices) of changes
-        # handlers bound to this instance, so a subclass's overrides are the ones called
-        self._dispatch = {kind: getattr(self, fn.__name__) for kind, fn in type(self)._handlers.items()}
 
     # ------------------------------------------------------------ queries
     @property
@@ -220,11 +269,17 @@ class Core:
                 return self._on_machine_came_late(event)
             return []
         self._now = event.now
-        handler = self._dispatch.get(type(event))
+        handler = self._handlers.get(type(event))
         if handler is None:
             raise TypeError(f"{type(self).__name__} does not handle {type(event).__name__}")
-        return handler(event)
+        actions = handler(self, event)
+        self._after_event(event, actions)
+        return actions
 
+    def _after_event(self, event: Event, actions: list[Action]) -> None:
+        """A hook: append what every event must be followed by (the base policy has nothing)."""
+
+    @handles(RunStarted)
     def _on_run_started(self, ev: RunStarted) -> list[Action]:
         self.started_at = ev.now
         if self.remaining == 0:
@@ -247,12 +302,14 @@ class Core:
             return self.total + 1  # more than any cluster is ever given
         return max(0, self.max_machines - self._live - sum(self._requested.values()))
 
+    @handles(MachineAcquired)
     def _on_machine_acquired(self, ev: MachineAcquired) -> list[Action]:
         self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - 1)
         self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now)
         self._live += 1
         return []
 
+    @handles(MachineCameLate)
     def _on_machine_came_late(self, ev: MachineCameLate) -> list[Action]:
         if ev.machine in self.machines:
             return []
@@ -261,10 +318,12 @@ class Core:
                                             released_at=ev.now, state=MachineState.GONE, release_reason=reason)
         return [Release(ev.machine, reason)]
 
+    @handles(AcquireFailed)
     def _on_acquire_failed(self, ev: AcquireFailed) -> list[Action]:
         self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - ev.n)
         return self._finish_if_stranded(ev.now)
 
+    @handles(MachineUp)
     def _on_machine_up(self, ev: MachineUp) -> list[Action]:
         machine = self.machines.get(ev.machine)
         if machine is None or machine.state is MachineState.GONE:
@@ -277,6 +336,7 @@ class Core:
         # so its tasks go back into the bag; a late result for one of them is ignored.
         return self._requeue_held(machine)
 
+    @handles(WorkerAsked)
     def _on_worker_asked(self, ev: WorkerAsked) -> list[Action]:
         machine = self.machines.get(ev.machine)
         if machine is None or machine.state is not MachineState.UP:
@@ -284,6 +344,7 @@ class Core:
         machine.wanted = min(self.max_held - len(machine.held), machine.wanted + max(0, ev.n))
         return self._feed(machine)
 
+    @handles(TaskFinished)
     def _on_task_finished(self, ev: TaskFinished) -> list[Action]:
         machine = self.machines.get(ev.machine)
         if machine is None or machine.state is not MachineState.UP:
@@ -343,6 +404,7 @@ class Core:
         """A policy's look at each result once it is settled (self-scheduling: nothing to do)."""
         return []
 
+    @handles(MachineLost)
     def _on_machine_lost(self, ev: MachineLost) -> list[Action]:
         machine = self.machines.get(ev.machine)
         if machine is None or machine.state is MachineState.GONE:
@@ -367,6 +429,7 @@ class Core:
             return [Acquire(machine.cluster, 1)]
         return []
 
+    @handles(Tick)
     def _on_tick(self, ev: Tick) -> list[Action]:
         actions: list[Action] = []
         for machine in list(self.machines.values()):
@@ -375,6 +438,7 @@ class Core:
                 actions.extend(self._on_machine_lost(MachineLost(ev.now, machine.id, "boot timeout")))
         return actions
 
+    @handles(PriceChanged)
     def _on_price_changed(self, ev: PriceChanged) -> list[Action]:
         times, prices = self._price_log.setdefault(ev.cluster, ([], []))
         times.append(ev.now)
@@ -382,6 +446,7 @@ class Core:
         self.prices[ev.cluster] = ev.price
         return []
 
+    @handles(StopRequested)
     def _on_stop_requested(self, ev: StopRequested) -> list[Action]:
         actions: list[Action] = []
         for machine in self.live_machines():
@@ -504,16 +569,4 @@ class Core:
         return [self.finished]
 
 
-Core._handlers = {
-    RunStarted: Core._on_run_started,
-    MachineAcquired: Core._on_machine_acquired,
-    MachineCameLate: Core._on_machine_came_late,
-    AcquireFailed: Core._on_acquire_failed,
-    MachineUp: Core._on_machine_up,
-    WorkerAsked: Core._on_worker_asked,
-    TaskFinished: Core._on_task_finished,
-    MachineLost: Core._on_machine_lost,
-    Tick: Core._on_tick,
-    StopRequested: Core._on_stop_requested,
-    PriceChanged: Core._on_price_changed,
-}
+Core._handlers = _handler_table(Core)  # the subclasses' tables are built by __init_subclass__

@@ -1,8 +1,12 @@
-"""The cores of the other seeds' policies (issue 5), built from the config and the flags:
-``--deadline`` (:mod:`bats.master.core.deadline.policy`, seed 004), ``--policy adaptive``
-(:mod:`bats.master.core.adaptive.policy`, seed 001) and ``--policy offers --deadline``
-(:mod:`bats.master.core.offers.policy`, seed 002). :func:`bats.master.core.bats.policy.build_core` hands
-these policies over to :func:`build_policy_core`."""
+"""One name per policy, and the core a run asks for.
+
+``--policy`` (and ``--deadline``) name a policy; :data:`POLICIES` maps each name to its core class,
+whose ``name`` attribute is the same word, so the command line, the report, ``status`` and the
+dashboard all say the same thing of a run: ``self`` (:class:`~.base.Core`, plain self-scheduling),
+``bats`` (seed 000, :mod:`.bats`), ``deadline`` (seed 004, :mod:`.deadline`), ``adaptive`` (seed 001,
+:mod:`.adaptive`) and ``offers`` (seed 002, :mod:`.offers`). :func:`build_core` builds the core from
+the config and the flags.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +15,37 @@ from collections.abc import Iterable
 from typing import Any
 
 from bats.common.config import Config
-from bats.master import core as c
 
+from .adaptive.policy import AdaptiveCore, AdaptiveSettings
+from .base import Core
+from .bats.policy import BatsCore
 from .bats.settings import BatsSettings, Choice
+from .deadline.policy import DeadlineCore, DeadlineSettings
+from .offers.policy import OffersCore, OffersSettings
+
+POLICIES: dict[str, type[Core]] = {cls.name: cls for cls in (Core, BatsCore, DeadlineCore, AdaptiveCore, OffersCore)}
 
 
-def build_policy_core(task_ids: Iterable[int], config: Config, rng: random.Random, choice: Choice,
-                      **kwargs: Any) -> c.Core:
+def policy_name(core: Core) -> str:
+    """The ``--policy`` word of a core."""
+    return core.name
+
+
+def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choice: Choice,
+               **kwargs: Any) -> Core:
+    """The core ``choice.policy`` names, set up from the config and the flags."""
+    kwargs.setdefault("max_machines", config.master.max_machines)
+    if choice.policy not in POLICIES:
+        raise ValueError(f"unknown policy {choice.policy!r} (policies: {', '.join(POLICIES)})")
+    if choice.policy == "self":
+        return Core(task_ids, config.clusters, rng, **kwargs)
+    if choice.policy == "bats":
+        settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
+                                release_margin_s=config.release_margin_s, budget=choice.budget,
+                                cushion_accepted=choice.cushion, planner=choice.planner,
+                                monitor_interval_auto=config.master.monitor_interval_s is None)
+        return BatsCore(task_ids, config.clusters, rng, settings, **kwargs)
     if choice.policy == "deadline":
-        from .deadline.policy import DeadlineCore, DeadlineSettings
-
         if choice.deadline is None:
             raise ValueError("the deadline policy needs a deadline")
         settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
@@ -28,14 +53,7 @@ def build_policy_core(task_ids: Iterable[int], config: Config, rng: random.Rando
         deadline = DeadlineSettings(choice.deadline, config.policy.deadline.interval_s, choice.plan_only)
         return DeadlineCore(task_ids, config.clusters, rng, settings, deadline, **kwargs)
     if choice.policy == "adaptive":
-        from .adaptive.policy import AdaptiveCore, AdaptiveSettings
-
-        adaptive = AdaptiveSettings.from_config(config)
-        return AdaptiveCore(task_ids, config.clusters, rng, adaptive, **kwargs)
-    if choice.policy == "offers":
-        from .offers.policy import OffersCore, OffersSettings
-
-        if choice.deadline is None:
-            raise ValueError("the offers policy needs a deadline")
-        return OffersCore(task_ids, config.clusters, rng, OffersSettings.from_config(config, choice.deadline), **kwargs)
-    raise ValueError(f"unknown policy {choice.policy!r}")
+        return AdaptiveCore(task_ids, config.clusters, rng, AdaptiveSettings.from_config(config), **kwargs)
+    if choice.deadline is None:
+        raise ValueError("the offers policy needs a deadline")
+    return OffersCore(task_ids, config.clusters, rng, OffersSettings.from_config(config, choice.deadline), **kwargs)

@@ -26,7 +26,7 @@ Provisioner calls (acquire, release, status) never run on this thread: :mod:`bat
 runs them on daemon threads with a timeout and retries with backoff, one call of each kind at a
 time per provisioner (never two acquisitions at once), and the loop picks up their
 outcomes every tick, so a failing or hanging back end never holds up dispatch. At the end
-(:meth:`Server._shutdown`, also after SIGTERM/Ctrl-C, and after a second signal without waiting
+(:meth:`Fleet._shutdown` in :mod:`.fleet`, also after SIGTERM/Ctrl-C, and after a second signal without waiting
 for the run to stop) every machine still held is released, the master waits up to
 ``SHUTDOWN_WAIT_S`` for the releases, and logs which machines were released, which were kept
 (``--keep-machines``) and which could not be released.
@@ -34,18 +34,17 @@ for the run to stop) every machine still held is released, the master waits up t
 
 from __future__ import annotations
 
-import dataclasses
 import hmac
-import itertools
 import logging
-import math
 import signal
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
+
 from bats.common.config import Config
 from bats.common.protocol import (
     MAX_FRAME_BYTES,
@@ -58,12 +57,12 @@ from bats.master import core as c
 from bats.master.cli.choosing import Chooser, StopRun
 from bats.master.core.bats import policy as b
 from bats.master.core.offers.compose import Offer
+from bats.master.driver import Driver, carries_out
 from bats.master.state.bag import Bag
 from bats.master.state.journal import Journal, JournalError
-from bats.provisioners.base import MachineHandle, MachineState, Provisioner
-from zmq.auth.thread import ThreadAuthenticator
+from bats.provisioners.base import MachineHandle, Provisioner
 
-from .calls import Calls, Outcome
+from .fleet import Fleet
 from .security import MasterKeys, secure_router
 
 log = logging.getLogger(__name__)
@@ -72,9 +71,7 @@ TICK_S = 0.2  # loop housekeeping period: journal commit, liveness, heartbeats
 STATUS_POLL_S = 1.0  # how often provisioners are asked about their machines
 MACHINE_SNAPSHOT_S = 2.0  # how often live machines' uptime is journaled (cost survives a crash)
 DRAIN_BATCH = 2000  # frames handled before housekeeping gets a turn
-SHUTDOWN_WAIT_S = 60.0  # how long the master waits for the last provisioner calls (releases) at exit
 EARLY_HELLOS = 256  # hellos held while acquisitions are in flight (their machine ids are not known yet)
-ACQUIRE_ATTEMPTS = 5  # an acquisition is tried this often (backoff 1, 2, 4, 8 s) before the core hears it failed
 # plain ints: pyzmq's flag enums cost an enum construction per ``|`` on the hot path
 _NOBLOCK = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
@@ -89,7 +86,7 @@ class _Peer:
     key: str | None = None  # the connection's CurveZMQ client key (None without encryption)
 
 
-class Server:
+class Server(Fleet, Driver):
     """Runs one session of a bag: see the module docstring."""
 
     def __init__(
@@ -111,18 +108,14 @@ class Server:
         self.bag = bag
         self.config = config
         self.journal = journal
-        self.provisioners = provisioners
         self.socket = socket
         self.session = session
         self.task_timeout_s = task_timeout_s
         self.on_tick = on_tick
         self.chooser = chooser
         self.plan_s: float | None = None  # wall time of the planning step that ended sampling
-        self._planning = getattr(core, "phase", None) == b.SAMPLING
+        self._planning = core.view().phase == b.SAMPLING
         self._plan_journaled = False
-        self._price_feed: list[tuple[float, str, float]] = []
-        self._price_polled: dict[str, float] = {}  # cluster -> time.monotonic() of its last price_now()
-        self.handles: dict[str, MachineHandle] = {}
         self.peers: dict[bytes, _Peer] = {}  # zmq identity -> peer
         self.peer_of: dict[str, _Peer] = {}  # machine id -> its current peer
         self.finish: c.Finish | None = None
@@ -134,31 +127,10 @@ class Server:
         self.bound_keys: dict[str, str] = {}
         self._frame_key: str | None = None  # client key of the frame being handled (secure)
         self.keep_machines = keep_machines  # on a stop by signal, leave machines running
-        self.calls = Calls()
-        # one call of each kind at a time per provisioner: a hung status query never holds up a release
-        self._locks = {(name, kind): threading.Lock() for name in provisioners for kind in ("acquire", "release", "status")}
-        self.released: list[str] = []  # "machine (native id)" given back, for the summary at exit
-        self.kept: list[str] = []
-        self.release_failed: list[str] = []
-        self._shutting_down = False
-        self._intents: dict[int, dict] = {}  # acquisitions some attempt of which may still bring machines
-        self._intents_done: set[int] = set()
-        self._intent_ids = itertools.count(1)  # ... of those, the ones no attempt can answer any more
         self._early: dict[str, tuple[bytes, dict, str | None]] = {}  # hellos that came before their acquisition returned
-        self._on_outcome = {"acquire": self._acquired, "release": self._released, "status": self._statuses}
+        self._init_fleet(provisioners)
         self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
-        self._execute = {
-            c.Dispatch: self._do_dispatch,
-            c.RecordResult: self._do_record,
-            c.Acquire: self._do_acquire,
-            c.Release: self._do_release,
-            c.IgnoreResult: self._do_ignore,
-            c.Finish: self._do_finish,
-            c.OfferOptions: self._do_offer,
-            c.WakeAt: self._do_wake,
-            c.Notify: self._do_notify,
-            c.AskOffers: self._do_ask_offers,
-        }
+        Driver.__init__(self)
 
     # ------------------------------------------------------------ the loop
     def run(self) -> c.Finish:
@@ -216,7 +188,8 @@ class Server:
         sock = self.socket
         recv, more = sock.recv, sock.getsockopt
         secure, peers = self.secure, self.peers
-        self._outbox = outbox = {}
+        outbox: dict[bytes, list[bytes]] = {}
+        self._outbox = outbox
         flags = 0  # the first receive blocks (up to RCVTIMEO); the rest take only what is there
         try:
             for _ in range(DRAIN_BATCH):
@@ -227,7 +200,7 @@ class Server:
                 flags = _NOBLOCK
                 if secure:  # every frame carries its connection's client key (the ZAP User-Id)
                     body = recv(_NOBLOCK, copy=False)
-                    key = self._frame_key = body.get("User-Id")
+                    key = self._frame_key = cast(str | None, body.get("User-Id"))
                     parts = [identity, body.bytes]
                     peer = peers.get(identity)
                     if peer is not None and peer.key != key:
@@ -252,17 +225,15 @@ class Server:
     def _feed(self, event: c.Event) -> None:
         """Hand an event to the core and carry out its actions at once (an action may feed more
         events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
-        execute = self._execute
         if self._planning:  # the event that ends the sampling phase carries the planning step
             started = time.perf_counter()
             actions = self.core.handle(event)
-            if self.core.phase != b.SAMPLING:  # type: ignore[attr-defined]
+            if self.core.phase != b.SAMPLING:
                 self._planning = False
                 self.plan_s = time.perf_counter() - started
         else:
             actions = self.core.handle(event)
-        for action in actions:
-            execute[type(action)](action)
+        self.carry_out(actions)
 
     # ------------------------------------------------------------ frames in
     def _drop(self, peer: str, reason: str) -> None:
@@ -402,6 +373,7 @@ class Server:
         except zmq.Again:
             log.warning("send queue full for peer %s; frame dropped", identity.hex())
 
+    @carries_out(c.Dispatch)
     def _do_dispatch(self, action: c.Dispatch) -> None:
         peer = self.peer_of.get(action.machine)
         if peer is None:  # cannot happen: the core dispatches only to machines that asked
@@ -410,6 +382,7 @@ class Server:
         self._send(peer.identity, encode("task", task=action.task, attempt=action.attempt,
                                          command=self.bag.command(action.task), timeout_s=self.task_timeout_s))
 
+    @carries_out(c.RecordResult)
     def _do_record(self, action: c.RecordResult) -> None:
         self.journal.record_result(
             action.task, action.status, action.exit_code, action.runtime_s, action.machine,
@@ -419,130 +392,15 @@ class Server:
             log.info("task %d failed on %s (exit %d%s)", action.task, action.machine, action.exit_code,
                      ", timed out" if action.timed_out else "")
 
-    def _call(self, kind: str, cluster: str, fn: Callable[[Provisioner], object], context: object = None,
-              attempts: int | None = 1, late: Callable[[object], None] | None = None,
-              quiet: Callable[[], None] | None = None) -> None:
-        """Run ``fn(provisioner)`` off this thread (see :mod:`bats.master.server.calls`); its outcome comes
-        back through ``_on_outcome[kind]`` on a later tick."""
-        provisioner = self.provisioners[cluster]
-        self.calls.submit(kind, cluster, lambda: fn(provisioner), context=context,
-                          timeout_s=provisioner.call_timeout_s(), attempts=attempts, late=late,
-                          lock=self._locks[cluster, kind], quiet=quiet)
-
-    def _collect_calls(self) -> None:
-        for outcome in self.calls.poll():
-            self._on_outcome[outcome.kind](outcome)
-        self._close_intents()
-        for machine_id, early in list(self._early.items()):  # no acquisition left that could know them
-            if not self.calls.busy("acquire", early[1]["cluster"]) and self._early.pop(machine_id, None):
-                self._on_hello(*early)
-
-    def _do_acquire(self, action: c.Acquire) -> None:
-        if self._shutting_down:
-            return
-        n, cluster, asked_at = action.n, action.cluster, time.time()
-        intent = next(self._intent_ids)
-        self._intents[intent] = {"session": self.session, "cluster": cluster, "n": n, "asked_at": asked_at}
-        self.journal.set_meta("acquiring", list(self._intents.values()))
-        if not self._flush_journal():  # on disk before anything is launched, or nothing is launched
-            self._feed(c.AcquireFailed(asked_at, cluster, n, "the journal could not be written"))
-            return
-        self._call("acquire", cluster, lambda p: p.acquire(n), context=(n, asked_at), attempts=ACQUIRE_ATTEMPTS,
-                   late=lambda handles: self._release_unwanted(cluster, handles, asked_at),
-                   quiet=lambda: self._intents_done.add(intent))
-
-    def _close_intents(self) -> None:
-        """Forget the acquisitions that can bring no more machines (after their machines are journaled)."""
-        if self._intents_done:
-            for intent in self._intents_done:
-                self._intents.pop(intent, None)
-            self._intents_done.clear()
-            self.journal.set_meta("acquiring", list(self._intents.values()))
-
-    def _release_unwanted(self, cluster: str, handles: object, asked_at: float) -> None:
-        """Machines that came after the run stopped wanting them (a timed-out acquisition that
-        answered late, or one that answered after the run ended): charged, journaled, given back."""
-        if not isinstance(handles, list) or not handles:
-            return
-        log.warning("cluster %s: %d machine(s) came after they were given up on; releasing them: %s",
-                    cluster, len(handles), ", ".join(_describe(h) for h in handles))
-        now = time.time()
-        for handle in handles:
-            self.handles[handle.machine_id] = handle
-            self._feed(c.MachineCameLate(now, handle.machine_id, handle.cluster, asked_at))
-        self._flush_journal()
-
-    def _acquired(self, outcome: Outcome) -> None:
-        cluster, (n, asked_at) = outcome.cluster, outcome.context
-        if self.core.finished is not None or self._shutting_down:
-            self._release_unwanted(cluster, outcome.value, asked_at)
-            return
-        self._limit_cluster(cluster, self.provisioners[cluster].usable_max)
-        if not outcome.ok:
-            log.error("cluster %s: acquiring %d machine(s) failed after %d attempt(s): %s", cluster, n,
-                      outcome.attempts, outcome.error)
-            self._feed(c.AcquireFailed(time.time(), cluster, n, str(outcome.error)))
-            return
-        handles = outcome.value
-        assert isinstance(handles, list)
-        now = time.time()
-        for handle in handles:
-            self.handles[handle.machine_id] = handle
-            self._feed(c.MachineAcquired(now, handle.machine_id, handle.cluster))
-            self._journal_machine(self.core.machines[handle.machine_id], now)
-        if handles:  # money is being spent: on disk now, not at the next tick, so a crash cannot lose it
-            self._flush_journal()
-        missing = n - len(handles)
-        if missing > 0:
-            self._feed(c.AcquireFailed(now, cluster, missing, "provisioner returned fewer machines"))
-        log.info("cluster %s: acquired %d machine(s)", cluster, len(handles))
-        for handle in handles:  # workers that said hello before the acquisition returned
-            early = self._early.pop(handle.machine_id, None)
-            if early is not None:
-                self._on_hello(*early)
-
-    def _limit_cluster(self, name: str, usable: int | None) -> None:
-        """The back end cannot give ``name`` more than ``usable`` machines (capacity, quotas): the
-        core plans and acquires with that ``max`` from now on. The core gets a new clusters dict;
-        the config, which the report shows, keeps the configured ``max``."""
-        cluster = self.core.clusters[name]
-        if usable is None or usable >= cluster.max:
-            return
-        log.warning("cluster %s: the provisioner can give at most %d machine(s) now (max %d); planning with that",
-                    name, usable, cluster.max)
-        self.core.clusters = {**self.core.clusters, name: dataclasses.replace(cluster, max=max(0, usable))}
-
-    def _poll_prices(self, now: float, mono: float) -> None:
-        """Ask each provisioner with a price hook for its cluster's price when its poll is due."""
-        for name, provisioner in self.provisioners.items():
-            every = provisioner.price_poll_s
-            if every is None or mono - self._price_polled.get(name, -math.inf) < every:
-                continue
-            self._price_polled[name] = mono
-            try:
-                price = provisioner.price_now()
-            except Exception as exc:  # a plugin's failure must not take the master down
-                log.warning("cluster %s: price query failed: %s", name, exc)
-                continue
-            if price is None or not math.isfinite(price) or price < 0 or price == self.core.prices.get(name):
-                continue
-            log.warning("cluster %s: price per ATU is now %g (quoted by its provisioner)", name, price)
-            self._feed(c.PriceChanged(now, name, price))
-
-    def _do_release(self, action: c.Release) -> None:
-        peer = self.peer_of.get(action.machine)
-        if peer is not None:
-            if not (self.keep_machines and self.stop_reason is not None):
-                self._send(peer.identity, encode("stop", reason=action.reason))
-            self._forget(peer)
-        self._give_back(action.machine, time.time())
-
+    @carries_out(c.IgnoreResult)
     def _do_ignore(self, action: c.IgnoreResult) -> None:
         log.info("ignored result of task %d from %s: %s", action.task, action.machine, action.reason)
 
+    @carries_out(c.Finish)
     def _do_finish(self, action: c.Finish) -> None:
         self.finish = action
 
+    @carries_out(c.OfferOptions)
     def _do_offer(self, action: c.OfferOptions) -> None:
         """Sampling is over: record the options, let the chooser answer (now, or on a later tick)."""
         self.journal.set_meta("options_offered_at", time.time())
@@ -553,7 +411,7 @@ class Server:
         self._take_choice()
 
     def _take_choice(self) -> None:
-        if self.chooser is None or getattr(self.core, "phase", None) != b.OFFERING:
+        if self.chooser is None or self.core.view().phase != b.OFFERING:
             return
         answer = self.chooser.poll(self.core)  # type: ignore[arg-type]
         if answer is None:
@@ -567,24 +425,27 @@ class Server:
     def _journal_plan(self) -> None:
         """Once a plan is being executed, journal its budget, so that ``--resume`` goes on with
         the money left instead of sampling and asking again."""
-        core = self.core
-        selected = getattr(core, "selected", None)
+        view = self.core.view()
+        selected = view.selected
         if selected is None or self._plan_journaled:
             return
         self._plan_journaled = True
         self.journal.set_meta("plan", {
             "option": selected.id, "label": selected.label, "machines": selected.machines,
-            "budget": core.budget, "cushion": core.cushion, "cushion_accepted": core.cushion_accepted,
-            "sampling_cost": core.sampling_cost, "implicit": core.settings.budget is not None,
+            "budget": view.budget, "cushion": view.cushion, "cushion_accepted": view.cushion_accepted,
+            "sampling_cost": view.sampling_cost, "implicit": view.budget_up_front,
             "session": self.session,
         })
 
+    @carries_out(c.WakeAt)
     def _do_wake(self, action: c.WakeAt) -> None:
         pass  # the loop ticks every TICK_S; the release margin is longer than that
 
+    @carries_out(c.Notify)
     def _do_notify(self, action: c.Notify) -> None:
         log.warning("%s", action.message)
 
+    @carries_out(c.AskOffers)
     def _do_ask_offers(self, action: c.AskOffers) -> None:
         """Seed 002 steps 1-3: every cluster's provisioner offers (or not); the core composes."""
         offers: list[Offer] = []
@@ -648,64 +509,6 @@ class Server:
                 log.debug("journal still not writable: %s", exc)
             return False
 
-    def _lose(self, machine_id: str, reason: str, now: float) -> None:
-        self._feed(c.MachineLost(now, machine_id, reason))
-        self._give_back(machine_id, now)
-
-    def _give_back(self, machine_id: str, now: float) -> None:
-        """Hand a machine back to its provisioner (retried until it succeeds, off this thread) and
-        journal its final figures. With ``--keep-machines``, a stop by signal leaves it running."""
-        handle = self.handles.get(machine_id)
-        if handle is not None:
-            if self.keep_machines and self.stop_reason is not None:
-                self.kept.append(_describe(handle))
-            else:
-                self._call("release", handle.cluster, lambda p: p.release([handle]), context=[handle],
-                           attempts=None)
-        machine = self.core.machines.get(machine_id)
-        if machine is not None:
-            self._journal_machine(machine, now)
-
-    def _poll_provisioners(self, now: float) -> None:
-        by_cluster: dict[str, list[MachineHandle]] = {}
-        for machine in self.core.live_machines():
-            handle = self.handles.get(machine.id)
-            if handle is not None:
-                by_cluster.setdefault(handle.cluster, []).append(handle)
-        for cluster, handles in by_cluster.items():
-            if not self.calls.busy("status", cluster):  # a slow back end is not asked again meanwhile
-                self._call("status", cluster, lambda p, h=handles: p.status(h))
-
-    def _released(self, outcome: Outcome) -> None:
-        handles = outcome.context
-        assert isinstance(handles, list)
-        if outcome.ok:
-            self.released.extend(_describe(h) for h in handles)
-        else:
-            self.release_failed.extend(_describe(h) for h in handles)
-            log.error("cluster %s: releasing %s failed: %s", outcome.cluster,
-                      ", ".join(_describe(h) for h in handles), outcome.error)
-
-    def _statuses(self, outcome: Outcome) -> None:
-        if self._shutting_down:
-            return  # everything is being released anyway
-        if not outcome.ok:
-            log.warning("cluster %s: status query failed: %s", outcome.cluster, outcome.error)
-            return
-        now = time.time()
-        states = outcome.value
-        assert isinstance(states, dict)
-        for machine_id, state in states.items():
-            machine = self.core.machines.get(machine_id)
-            if machine is None or machine.state is c.MachineState.GONE:
-                continue  # lost or released since the query was sent
-            if state in (MachineState.GONE, MachineState.FAILED):
-                peer = self.peer_of.get(machine_id)
-                if peer is not None:
-                    self._forget(peer)
-                log.warning("%s: the provisioner reports it %s", machine_id, state.value)
-                self._lose(machine_id, f"provisioner reports {state.value}", now)
-
     def _journal_machine(self, machine: c.Machine, now: float) -> None:
         atus, cost = self.core.machine_cost(machine, now)
         self.journal.record_machine(
@@ -713,65 +516,6 @@ class Server:
             machine.released_at, machine.nt, machine.rt, machine.uptime(now), atus, cost,
             machine.state.value,
         )
-
-    def _shutdown(self) -> None:
-        """Release whatever is still held, tell connected workers to stop, wait for the provisioner
-        calls still open (releases above all), say what was released, commit the journal."""
-        self._shutting_down = True
-        now = time.time()
-        for machine in self.core.machines.values():
-            self._journal_machine(machine, now)
-        keep = self.keep_machines and self.stop_reason is not None
-        if not keep:
-            stop = encode("stop", reason=self.finish.reason if self.finish else "master exiting")
-            for peer in list(self.peers.values()):
-                self._send(peer.identity, stop)
-        for name in self.provisioners:
-            held = [self.handles[m.id] for m in self.core.live_machines(name) if m.id in self.handles]
-            if not held:
-                continue
-            if keep:
-                self.kept.extend(_describe(h) for h in held)
-            else:
-                self._call("release", name, lambda p, h=held: p.release(h), context=held, attempts=None)
-        for outcome in self.calls.cancel_waiting("acquire"):
-            self._acquired(outcome)
-        deadline = time.monotonic() + SHUTDOWN_WAIT_S
-        self.calls.hurry()
-        while self.calls.pending or self.calls.late_pending():
-            for outcome in self.calls.wait(deadline):
-                self._on_outcome[outcome.kind](outcome)
-            self._close_intents()
-            if time.monotonic() >= deadline:
-                break
-            if self.calls.late_pending() and not self.calls.pending:
-                time.sleep(0.05)
-        self._close_intents()  # those settled without a wait above
-        self._say_what_was_released()
-        if not keep:
-            for name, provisioner in self.provisioners.items():
-                try:
-                    provisioner.close()
-                except Exception as exc:  # a plugin's failure must not take the master down
-                    log.error("cluster %s: closing the provisioner failed: %s", name, exc)
-        self._flush_journal()
-
-    def _say_what_was_released(self) -> None:
-        stopped = self.stop_reason is not None
-        level = logging.WARNING if stopped else logging.INFO
-        if self.released:
-            log.log(level, "released %d machine(s): %s", len(self.released), ", ".join(self.released))
-        if self.kept:
-            log.warning("kept %d machine(s) running (--keep-machines); they cost money until you stop them: %s",
-                        len(self.kept), ", ".join(self.kept))
-        if self.release_failed:
-            log.error("could NOT release %d machine(s); they may still be running and costing money: %s",
-                      len(self.release_failed), ", ".join(self.release_failed))
-
-
-def _describe(handle: MachineHandle) -> str:
-    return f"{handle.machine_id} ({handle.native_id})" if handle.native_id else handle.machine_id
-
 
 def _as_bytes(blob: bytes | str) -> bytes:
     return blob if isinstance(blob, bytes) else blob.encode("utf-8", errors="replace")
@@ -783,7 +527,7 @@ def bind_router(endpoint: str, keys: MasterKeys | None = None
 
     With ``keys`` the socket is a CurveZMQ server and the returned ZAP authenticator (a thread) must
     be stopped after the socket is closed; without them (``--insecure``) it is plain TCP."""
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     sock = context.socket(zmq.ROUTER)
     auth = secure_router(context, sock, keys) if keys is not None else None
     sock.setsockopt(zmq.LINGER, 500)

@@ -64,9 +64,9 @@ import secrets
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from bats.common.config import ClusterConfig, Config
 from bats.master import core as c
@@ -89,6 +89,8 @@ from bats.master.core.offers.generate import (
     pool_at,
 )
 from bats.master.core.offers.policy import OffersCore
+from bats.master.core.registry import build_core
+from bats.master.driver import Driver, carries_out
 
 if TYPE_CHECKING:
     from .runtimes import RuntimeDistribution
@@ -136,7 +138,7 @@ class SimMachine:
         self.gone = False
 
 
-class Simulator:
+class Simulator(Driver):
     """Runs a core in virtual time; see the module docstring.
 
     ``runtimes[task]`` is the base runtime of ``task`` (index 0 unused: task ids are 1..N, as the
@@ -183,7 +185,7 @@ class Simulator:
         self._pools = {name: pool_at(cl.max, [background_job(j.submit_s, j.slots, j.runtime_s) for j in cl.background], 0.0)
                        for name, cl in config.clusters.items() if cl.background is not None}
         self._pool_next: dict[str, float] = {}
-        deadline = getattr(getattr(core, "settings", None), "deadline_s", None)
+        deadline = core.view().deadline_s
         self._pool_due = deadline if isinstance(core, OffersCore) and deadline is not None else math.inf
         self.faults = faults or SimFaults()
         self._fault_random = random.Random(f"bats-sim machine faults {self.faults.seed}").random
@@ -194,18 +196,7 @@ class Simulator:
                       + [cl.atu_s for cl in config.clusters.values()])
         self._stall_limit = longest + tick_s
         self._stalled_since: float | None = None
-        self._execute: dict[type, Callable[[Any], None]] = {
-            c.Dispatch: self._do_dispatch,
-            c.RecordResult: self._do_record,
-            c.Acquire: self._do_acquire,
-            c.Release: self._do_release,
-            c.IgnoreResult: self._do_ignore,
-            c.Finish: self._do_finish,
-            c.OfferOptions: self._do_offer,
-            c.WakeAt: self._do_wake,
-            c.Notify: self._do_notify,
-            c.AskOffers: self._do_ask_offers,
-        }
+        Driver.__init__(self)
 
     # ------------------------------------------------------------ the loop
     def run(self) -> c.Finish:
@@ -213,7 +204,7 @@ class Simulator:
         heap = self._heap
         pop = heapq.heappop
         handle = self.core.handle
-        execute = self._execute
+        carry_out = self.carry_out
         finished_event = c.TaskFinished
         fail_rate, fail_random = self.fail_rate, self._fail_random
         for name in self._pools:
@@ -244,13 +235,12 @@ class Simulator:
                     machine.running = False
                 code = 1 if fail_rate and fail_random() < fail_rate else 0
                 events += 1
-                sampling = getattr(self.core, "phase", None) == b.SAMPLING
+                sampling = self.core.phase == b.SAMPLING
                 started = time.perf_counter() if sampling else 0.0
                 actions = handle(finished_event(now, machine.id, task, attempt, code, runtime))
-                if sampling and self.plan_s is None and self.core.phase != b.SAMPLING:  # type: ignore[attr-defined]
+                if sampling and self.plan_s is None and self.core.phase != b.SAMPLING:
                     self.plan_s = time.perf_counter() - started
-                for action in actions:
-                    execute.get(type(action), self._unknown)(action)
+                carry_out(actions)
             elif kind == _WAKE:
                 self._feed(c.Tick(now))
             elif kind == _PRICE:
@@ -292,12 +282,7 @@ class Simulator:
 
     def _feed(self, event: c.Event) -> None:
         self.events += 1
-        execute = self._execute
-        for action in self.core.handle(event):
-            execute.get(type(action), self._unknown)(action)
-
-    def _unknown(self, action: object) -> NoReturn:
-        raise TypeError(f"bats-sim cannot carry out the core's action {action!r}")
+        self.carry_out(self.core.handle(event))
 
     def _push_tick(self, k: int) -> None:
         heapq.heappush(self._heap, (k * self.tick_s, next(self._seq), _TICK, k))
@@ -320,6 +305,7 @@ class Simulator:
         machine.running = True
 
     # ------------------------------------------------------------ actions
+    @carries_out(c.Dispatch)
     def _do_dispatch(self, action: c.Dispatch) -> None:
         machine = self.machines[action.machine]
         if machine.running:
@@ -327,6 +313,7 @@ class Simulator:
         else:
             self._start(machine, action.task, action.attempt)
 
+    @carries_out(c.RecordResult)
     def _do_record(self, action: c.RecordResult) -> None:
         self.recorded += 1
         if self._seen[action.task]:
@@ -349,6 +336,7 @@ class Simulator:
                 self.interrupted += 1
                 self._feed(c.MachineLost(self.now, machine.id, f"spot interruption: price {price:g} above bid {bid:g}"))
 
+    @carries_out(c.Acquire)
     def _do_acquire(self, action: c.Acquire) -> None:
         name = action.cluster
         bid = self.config.clusters[name].bid
@@ -380,6 +368,7 @@ class Simulator:
             self._pool_schedule(name)
         log.debug("t=%.1f cluster %s: acquired %d machine(s)", self.now, name, action.n)
 
+    @carries_out(c.Release)
     def _do_release(self, action: c.Release) -> None:
         machine = self.machines.get(action.machine)
         if machine is not None:
@@ -412,6 +401,7 @@ class Simulator:
                 heapq.heappush(self._heap, (self.now + self._startup[name], next(self._seq), _BOOTED, machine))
                 self._real += 1
 
+    @carries_out(c.AskOffers)
     def _do_ask_offers(self, action: c.AskOffers) -> None:
         """Every cluster's pool answers from the jobs it knows now (see the module docstring)."""
         offers = []
@@ -426,12 +416,15 @@ class Simulator:
                                       action.deadline_s)
         self._feed(c.OffersMade(self.now, tuple(offers)))
 
+    @carries_out(c.IgnoreResult)
     def _do_ignore(self, action: c.IgnoreResult) -> None:
         log.debug("ignored result of task %d from %s: %s", action.task, action.machine, action.reason)
 
+    @carries_out(c.Finish)
     def _do_finish(self, action: c.Finish) -> None:
         self.finish = action
 
+    @carries_out(c.OfferOptions)
     def _do_offer(self, action: c.OfferOptions) -> None:
         """The options are ready: the choice flags answer at once (virtual time does not wait)."""
         core = self.core
@@ -446,10 +439,12 @@ class Simulator:
         log.info("t=%.1f chose option %d (%s)", self.now, option.id, option.label)
         self._feed(c.ScheduleChosen(self.now, option, self.choice.cushion))
 
+    @carries_out(c.WakeAt)
     def _do_wake(self, action: c.WakeAt) -> None:
         if action.at > self.now:
             heapq.heappush(self._heap, (action.at, next(self._seq), _WAKE))
 
+    @carries_out(c.Notify)
     def _do_notify(self, action: c.Notify) -> None:
         log.info("t=%.1f %s", self.now, action.message)
 
@@ -498,7 +493,7 @@ def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: in
 
     choice = choice or Choice(policy="self")
     base = runtimes.sample(np.random.default_rng(seed), tasks)
-    core = b.build_core(range(1, tasks + 1), config, random.Random(seed), choice, retries=retries,
+    core = build_core(range(1, tasks + 1), config, random.Random(seed), choice, retries=retries,
                         boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
                         adaptive_prefetch=config.master.prefetch is None)
     sim = (simulator or Simulator)(core, config, [0.0, *base.tolist()], tick_s=tick_s, fail_rate=fail_rate,
@@ -607,7 +602,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _plot(path: str | None, core: c.Core) -> None:
     """``--plot FILE.png``: the options offered, the chosen one circled."""
-    options = getattr(core, "options", None)
+    view = core.view()
+    options = view.options
     if not path:
         return
     if not options:
@@ -615,10 +611,9 @@ def _plot(path: str | None, core: c.Core) -> None:
         return
     from bats.master.views.plots import write_options_png
 
-    selected = getattr(core, "selected", None)
+    selected = view.selected
     try:
-        write_options_png(path, options, chosen=selected.id if selected else None,
-                          tasks=getattr(core, "tasks_at_plan", None))
+        write_options_png(path, options, chosen=selected.id if selected else None, tasks=view.tasks_at_plan)
     except OSError as exc:
         log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
 from bats.common.durations import parse_duration
 from bats.common.textfiles import UnreadableText, read_utf8
 
@@ -74,7 +75,10 @@ class RuntimeSpecError(ValueError):
 
 
 class RuntimeDistribution(Protocol):
-    spec: str
+    @property
+    def spec(self) -> str:
+        """The spec it was parsed from."""
+        ...
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` base runtimes in seconds (float64), one per task."""

@@ -46,13 +46,13 @@ def load_bag(path: str | Path) -> Bag:
         raise BagError(f"{name}:0: cannot read: {exc.strerror or exc}") from None
     nul = data.find(b"\0")
     if nul >= 0:
-        line = data.count(b"\n", 0, nul) + 1
-        raise BagError(f"{name}:{line}: contains a NUL byte{encoding_hint(data)}")
+        where = data.count(b"\n", 0, nul) + 1
+        raise BagError(f"{name}:{where}: contains a NUL byte{encoding_hint(data)}")
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise BagError(f"{name}:{line}: not valid UTF-8 (byte {data[exc.start]:#04x}){encoding_hint(data)}") from None
+        where = data.count(b"\n", 0, exc.start) + 1
+        raise BagError(f"{name}:{where}: not valid UTF-8 (byte {data[exc.start]:#04x}){encoding_hint(data)}") from None
     if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark some editors write
         data = data[3:]
     lines = data.split(b"\n")

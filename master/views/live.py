@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("bats.progress")
 LOG_EVERY_S = 5.0  # without a budget (no monitoring interval): a log line this often
 SNAPSHOT_EVERY_S = 0.5  # the figures are recomputed at most this often (the tick is 0.2 s)
-POLICIES = {"BatsCore": "bats", "DeadlineCore": "deadline", "AdaptiveCore": "adaptive"}  # else "self"
-
-
 def snapshot(server: Server, started_wall: float, already: int, now: float | None = None) -> dict[str, Any]:
     """The run's live figures (see the module docstring); ``already`` tasks were finished by
     earlier sessions and do not count towards this session's rate."""
@@ -53,7 +50,8 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
     elapsed = max(1e-9, now - started_wall)
     rate = (finished - already) / elapsed
     eta_s = core.remaining / rate if rate > 0 and core.remaining else (0.0 if not core.remaining else None)
-    plan_end = getattr(core, "_plan_end", None) or {}
+    view = core.view()
+    plan_end = view.plan_end
     planned_end = max(plan_end.values()) if plan_end else None
     clusters: dict[str, Any] = {}
     committed_more = 0.0
@@ -76,13 +74,12 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
                           "machines": rows}
     spent = sum(core.machine_cost(m, now)[1] for m in core.machines.values())
     earlier_spent = getattr(server, "earlier_spent", 0.0)
-    budget = getattr(core, "budget", None)
-    settings = getattr(core, "settings", None)
+    budget = view.budget
     # chosen after sampling: the sampling was the price of the estimates, paid apart from the budget
-    apart = (getattr(core, "sampling_cost", None) or 0.0) if getattr(settings, "budget", 0) is None else 0.0
-    cushion = getattr(core, "cushion", 0.0) or 0.0
-    changes = list(getattr(core, "reconfigurations", None) or [])
-    selected = getattr(core, "selected", None)
+    apart = (view.sampling_cost or 0.0) if not view.budget_up_front else 0.0
+    cushion = view.cushion
+    changes = list(view.reconfigurations)
+    selected = view.selected
     return {
         "run_id": server.journal.run_id,
         "pid": os.getpid(),
@@ -90,8 +87,8 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
         "now": now,
         "started_at": started_wall,
         "elapsed_s": round(elapsed, 3),
-        "policy": POLICIES.get(type(core).__name__, "self"),
-        "phase": getattr(core, "phase", None) or "running",
+        "policy": core.name,
+        "phase": view.phase,
         "stopping": server.stop_reason,
         "tasks": {"total": core.total, "done": core.done, "failed": core.failed, "remaining": core.remaining,
                   "running": sum(1 for m in core.live_machines() if m.held)},  # the rest of held is queued
@@ -200,7 +197,7 @@ def status_text(snap: dict[str, Any], state_dir: str, max_machines: int = 8) -> 
 # ---------------------------------------------------------------- rich
 def rich_view(snap: dict[str, Any]) -> Any:
     """The live terminal view: a progress bar line, the money, a table of machines per cluster."""
-    from rich.console import Group
+    from rich.console import Group, RenderableType
     from rich.progress_bar import ProgressBar
     from rich.table import Table
     from rich.text import Text
@@ -211,7 +208,7 @@ def rich_view(snap: dict[str, Any]) -> Any:
     head.add_row(Text("bats", style="bold"), ProgressBar(total=max(1, t["total"]), completed=finished, width=20),
                  Text(f"{finished}/{t['total']}, {t['failed']} failed, {snap['rate_per_s']:.1f} tasks/s, "
                       f"{snap['phase']}, {format_duration(snap['elapsed_s'])}"))
-    lines = [head]
+    lines: list[RenderableType] = [head]
     finish = f"finish: estimated {_clock(snap['estimated_finish_at'], now)}"
     if snap["planned_finish_at"]:
         finish += f", planned {_clock(snap['planned_finish_at'], now)}"
@@ -326,7 +323,8 @@ class Watch:
     def _journal_options(self, server: Server) -> None:
         """The options offered and the clusters' profitability, for ``bats-master report --html``."""
         core = server.core
-        options = getattr(core, "options", None)
+        view = core.view()
+        options = view.options
         if not options or options is self._options_journaled:  # offered again at new prices: again
             return
         from bats.master.core.bats.settings import option_record
@@ -334,14 +332,14 @@ class Watch:
         from .options_table import core_profitability
 
         self._options_journaled = options
-        server.journal.set_meta("options", {"tasks": getattr(core, "tasks_at_plan", None),
+        server.journal.set_meta("options", {"tasks": view.tasks_at_plan,
                                             "options": [option_record(o) for o in options],
                                             "profitability": core_profitability(core)})
 
     def _journal_choice(self, server: Server, now: float) -> None:
         """When the execution of a plan began, for predicted-versus-actual: the instant the operator
         (or the flags) chose, else when the plan was first seen (an up-front budget)."""
-        if self._chosen_seen or getattr(server.core, "selected", None) is None:
+        if self._chosen_seen or server.core.view().selected is None:
             return
         self._chosen_seen = True
         chosen_at = getattr(server.chooser, "chosen_at", None)

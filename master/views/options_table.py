@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from bats.common.durations import format_duration
+from bats.master.core import Core
 from bats.master.core.planning.planner import Option
 
 
@@ -86,9 +87,7 @@ def _money(amount: float) -> str:
     return f"{amount:,.2f}" if amount >= 0.01 or amount == 0 else f"{amount:.6f}"
 
 
-def core_profitability(core: object) -> dict[str, float] | None:
+def core_profitability(core: Core) -> dict[str, float] | None:
     """:func:`profitability` at a BaTS core's current prices and the estimates its options used."""
-    estimates = getattr(core, "plan_estimates", None) or {}
-    clusters = getattr(core, "clusters", {})
-    prices = {name: core.prices[name] / cl.atu_s for name, cl in clusters.items()}  # type: ignore[attr-defined]
-    return profitability(estimates, prices)
+    prices = {name: core.prices[name] / cl.atu_s for name, cl in core.clusters.items()}
+    return profitability(dict(core.view().plan_estimates), prices)

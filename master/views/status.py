@@ -39,8 +39,8 @@ class ControlServer:
         import zmq
 
         self.path = Path(state_dir) / CONTROL_NAME
-        self._context = zmq.Context.instance()
-        self._sock = self._context.socket(zmq.REP)
+        self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self._sock: zmq.Socket[bytes] | None = self._context.socket(zmq.REP)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind("tcp://127.0.0.1:*")
         self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
@@ -108,7 +108,7 @@ def ask(state_dir: str | os.PathLike[str], timeout_s: float = ASK_TIMEOUT_S) -> 
     if not _pid_alive(pid):
         raise StatusError(f"{directory}: no run is active here (its master, pid {pid}, is gone without "
                           "cleaning up; 'bats-master --resume' continues the run)")
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     sock = context.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     try:

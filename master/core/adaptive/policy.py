@@ -69,6 +69,8 @@ class AdaptiveSettings:
 class AdaptiveCore(c.Core):
     """Seed 001's adaptive host heuristic; see the module docstring."""
 
+    name = "adaptive"
+
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: AdaptiveSettings, **kwargs: Any) -> None:
         super().__init__(task_ids, clusters, rng, **kwargs)
@@ -218,11 +220,9 @@ class AdaptiveCore(c.Core):
             actions.extend(self._periodic(ev.now))
         return actions
 
-    def handle(self, event: c.Event) -> list[c.Action]:
-        actions = super().handle(event)
+    def _after_event(self, event: c.Event, actions: list[c.Action]) -> None:
         if self.finished is None and self.started_at is not None:
             actions.extend(self._ends(event.now))
-        return actions
 
     def _ends(self, now: float) -> list[c.Action]:
         """Hosts at the end of their window (or idle with no task that fits before it): kept for

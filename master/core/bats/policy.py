@@ -75,17 +75,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
-from bats.common.config import ClusterConfig, Config
+
+from bats.common.config import ClusterConfig
 from bats.master import core as c
+from bats.master.core.base import handles
 
 from ..actions import Notify, OfferOptions, WakeAt
 from ..events import ScheduleChosen
 from ..planning.estimate import (
     REPLICATED_TASKS,
-    Regression,
     RuntimeEstimate,
-    complete_samples,
-    fit_regression,
     sample_size,
 )
 from ..planning.ga import ga_front
@@ -98,6 +97,8 @@ from ..planning.monitor import (
     plan_releases,
 )
 from ..planning.planner import ClusterPlan, Option, Planner
+from ..view import CoreView
+from .sampling import Sample
 from .settings import BatsSettings, Choice, option_record
 
 __all__ = [
@@ -107,7 +108,6 @@ __all__ = [
     "BatsCore",
     "BatsSettings",
     "Choice",
-    "build_core",
     "option_record",
 ]
 
@@ -117,27 +117,21 @@ REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan
 HARD_GUARD_SHARE = 0.25  # a marked machine running a task stays until its edge less this share of the margin
 
 
-def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choice: Choice,
-               **kwargs: Any) -> c.Core:
-    """The core a run needs: :class:`BatsCore` for the BaTS policy, else the self-scheduling one."""
-    kwargs.setdefault("max_machines", config.master.max_machines)
-    if choice.policy in ("deadline", "adaptive", "offers"):  # the other seeds' policies (issue 5)
-        from ..registry import build_policy_core
-        return build_policy_core(task_ids, config, rng, choice, **kwargs)
-    if choice.policy != "bats":
-        return c.Core(task_ids, config.clusters, rng, **kwargs)
-    settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
-                            release_margin_s=config.release_margin_s, budget=choice.budget,
-                            cushion_accepted=choice.cushion, planner=choice.planner,
-                            monitor_interval_auto=config.master.monitor_interval_s is None)
-    return BatsCore(task_ids, config.clusters, rng, settings, **kwargs)
-
-
 SAMPLING, OFFERING, EXECUTING = "sampling", "offering", "executing"
 
 
 class BatsCore(c.Core):
     """The BaTS policy; see the module docstring."""
+
+    name = "bats"
+
+    def view(self) -> CoreView:
+        return CoreView(policy=self.name, phase=self.phase, options=self.options, tasks_at_plan=self.tasks_at_plan,
+                        plan_estimates=self.plan_estimates, selected=self.selected, budget=self.budget,
+                        cushion=self.cushion, cushion_accepted=self.cushion_accepted,
+                        sampling_cost=self.sampling_cost, budget_up_front=self.settings.budget is not None,
+                        reconfigurations=self.reconfigurations, plan_end=self._plan_end,
+                        monitor_interval_s=self.settings.monitor_interval_s)
 
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: BatsSettings, **kwargs: Any) -> None:
@@ -149,16 +143,7 @@ class BatsCore(c.Core):
         self._active = dict.fromkeys(clusters)  # clusters that can still take part, in config order
         self._sampling_workers = {name: min(settings.sampling.initial_workers, cl.max)
                                   for name, cl in clusters.items()}
-        # replicated tasks: copies each cluster still has to run, copies not finished, runtimes seen
-        self._replicas: set[int] = set()
-        self._replica_todo: dict[str, list[int]] = {name: [] for name in clusters}
-        self._replica_open: dict[int, int] = {}
-        self._replica_runtime: dict[int, dict[str, float]] = {}
-        self._replica_order: list[int] = []
-        self._sample_target = 0
-        self._sample_running: set[int] = set()
-        self._sample_done = 0
-        self._sample_runtime: dict[str, list[float]] = {name: [] for name in clusters}
+        self.sample = Sample(list(clusters))  # the replicated tasks, the rest of the sample, their runtimes
         self._marked: dict[str, c.Machine] = {}
         self._due_now = False  # a machine was marked for release at the current moment
         self._short_of_money = False  # an acquisition was cut because the budget could not pay it
@@ -234,17 +219,13 @@ class BatsCore(c.Core):
             pending[index] = pending[-1]
             pending.pop()
             self._status[task] = c.RUNNING
-            self._replicas.add(task)
-            self._replica_order.append(task)
-            self._replica_runtime[task] = {}
-        self._sample_target = max(0, self.sample_size - n_lr)
+            self.sample.replicate(task)
+        self.sample.target = max(0, self.sample_size - n_lr)
         for name, n in counts.items():
             if n <= 0:
                 self._deactivate(name)
                 continue
-            self._replica_todo[name] = list(reversed(self._replica_order))
-            for task in self._replica_order:
-                self._replica_open[task] = self._replica_open.get(task, 0) + 1
+            self.sample.give_copies_to(name)
             self._requested[name] += n
             actions.append(c.Acquire(name, n))
         if not any(isinstance(a, c.Acquire) for a in actions):
@@ -262,12 +243,12 @@ class BatsCore(c.Core):
                 self._due_now = True  # let it go in this event (unless a task in paid time runs on)
             return None
         if self.phase == SAMPLING:
-            todo = self._replica_todo.get(machine.cluster)
+            todo = self.sample.todo.get(machine.cluster)
             if todo:
                 return todo.pop()
             task = super()._next_task(machine)
-            if task is not None and self._sample_done + len(self._sample_running) < self._sample_target:
-                self._sample_running.add(task)
+            if task is not None and self.sample.still_wanted():
+                self.sample.running.add(task)
             return task
         return super()._next_task(machine)
 
@@ -297,21 +278,19 @@ class BatsCore(c.Core):
         return self._now + (len(machine.held) + 1) * mean <= machine.release_at
 
     def _return_task(self, task: int, attempt: int, machine: c.Machine) -> None:
-        if task in self._replicas:  # a copy: its cluster runs it again, on another machine
+        if task in self.sample.replicas:  # a copy: its cluster runs it again, on another machine
             if machine.cluster in self._active and self.phase == SAMPLING:
-                self._replica_todo[machine.cluster].append(task)
+                self.sample.todo[machine.cluster].append(task)
             else:
                 self._close_copy(task)
             return
-        self._sample_running.discard(task)
+        self.sample.running.discard(task)
         super()._return_task(task, attempt, machine)
 
     def _close_copy(self, task: int) -> None:
         """One copy of a replicated task will not run; with none left and no success, the task
         goes back into the bag as an ordinary one."""
-        self._replica_open[task] -= 1
-        if self._replica_open[task] <= 0:
-            self._replicas.discard(task)
+        if self.sample.close_copy(task):
             if self._status[task] == c.RUNNING:
                 self._status[task] = c.PENDING
                 self._pending.append(task)
@@ -321,22 +300,17 @@ class BatsCore(c.Core):
         estimate = self.estimates.get(machine.cluster)
         if estimate is not None:
             estimate.add_finished(runtime)
-        if task in self._replicas:
-            self._replica_runtime[task][machine.cluster] = runtime
-            self._replica_open[task] -= 1
-            last = self._replica_open[task] <= 0
-            if last:
-                self._replicas.discard(task)
+        if task in self.sample.replicas:
+            self.sample.replica_runtime[task][machine.cluster] = runtime
+            last = self.sample.close_copy(task)
             if self._status[task] == c.RUNNING:
                 if ev.exit_code == 0 and not ev.timed_out:
                     return super()._settle(machine, ev)  # the first copy that succeeds is the result
                 if last:  # no copy succeeded: an ordinary failure (retried if retries allow)
                     return self._attempt_failed(machine, ev)
             return []
-        if task in self._sample_running:
-            self._sample_running.discard(task)
-            self._sample_done += 1
-            self._sample_runtime[machine.cluster].append(runtime)
+        if task in self.sample.running:
+            self.sample.record(task, machine.cluster, runtime)
         return super()._settle(machine, ev)
 
     def _after_result(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
@@ -345,11 +319,7 @@ class BatsCore(c.Core):
         return []
 
     def _sampling_complete(self) -> bool:
-        if any(self._replica_todo[name] for name in self._active) or self._replicas:
-            return False
-        if self._sample_running:
-            return False
-        return self._sample_done >= self._sample_target or not (self._pending or self._retry)
+        return self.sample.complete(self._active, bag_empty=not (self._pending or self._retry))
 
     def _end_sampling_if_complete(self, now: float) -> list[c.Action]:
         if not self._sampling_complete():
@@ -392,41 +362,7 @@ class BatsCore(c.Core):
 
     def _complete_samples(self) -> dict[str, list[float]]:
         """Every active cluster's complete sample set (§2.2), regression through the base cluster."""
-        measured = {name for name in self._active
-                    if self._sample_runtime[name] or any(name in r for r in self._replica_runtime.values())}
-        if not measured:
-            return {}
-        order = [name for name in self.clusters if name in measured]
-        base = next((name for name in order if any(name in r for r in self._replica_runtime.values())), order[0])
-        replicated = {name: [self._replica_runtime[t][name] for t in self._replica_order
-                             if name in self._replica_runtime[t]] for name in order}
-        observed = {name: list(self._sample_runtime[name]) for name in order}
-        regressions: dict[str, Regression] = {}
-        for name in order:
-            if name != base:
-                regressions[name] = self._regression(base, name, replicated, observed)
-        return complete_samples(base, regressions, replicated, observed)
-
-    def _regression(self, base: str, other: str, replicated: Mapping[str, list[float]],
-                    observed: Mapping[str, list[float]]) -> Regression:
-        """t_other from t_base by least squares over the replicated pairs; when the fit is
-        undetermined (fewer than 2 pairs, all base runtimes equal) or not increasing, the ratio
-        of the mean runtimes seen on each cluster (beta0 = 0)."""
-        pairs = [(r[base], r[other]) for r in (self._replica_runtime[t] for t in self._replica_order)
-                 if base in r and other in r]
-        try:
-            fit = fit_regression([p[0] for p in pairs], [p[1] for p in pairs])
-            if fit.beta1 > 0:
-                return fit
-        except ValueError:
-            pass
-        seen_base = replicated[base] + observed[base]
-        seen_other = replicated[other] + observed[other]
-        mean_base = sum(seen_base) / len(seen_base) if seen_base else 0.0
-        mean_other = sum(seen_other) / len(seen_other) if seen_other else 0.0
-        if mean_base <= 0 or mean_other <= 0:
-            return Regression(0.0, 1.0)
-        return Regression(0.0, mean_other / mean_base)
+        return self.sample.complete_sets(self._active)
 
     def _stats(self, cluster: str, now: float):
         running = [now - m.running_since for m in self.live_machines(cluster)
@@ -543,6 +479,7 @@ class BatsCore(c.Core):
         return [Notify(f"price of {ev.cluster} {old:g} -> {ev.price:g}: the options were re-planned"),
                 OfferOptions(tuple(self.options), self.tasks_at_plan, dict(self.plan_estimates))]
 
+    @handles(ScheduleChosen)
     def _on_schedule_chosen(self, ev: ScheduleChosen) -> list[c.Action]:
         if self.phase != OFFERING:
             return []
@@ -736,7 +673,8 @@ class BatsCore(c.Core):
     def _monitor(self, now: float) -> list[c.Action]:
         """§3.1 every monitoring interval: re-plan when N_e > N_p (+ dN), then keep to the budget."""
         self._last_monitor = now
-        views = self._views(now)
+        views: MachineTable | None = self._views(now)
+        assert views is not None
         result = check(views, self._tasks_not_started(), self.billings, self._tau_e(),
                        self._delta_n_allowed, spent_before=self._gone_spent(now),
                        release_margin_s=self.settings.release_margin_s)
@@ -839,11 +777,11 @@ class BatsCore(c.Core):
         samples = self.tail.sorted_samples.get(m.cluster) if self.tail is not None else None
         return samples is not None and len(samples) > 0 and now - m.running_since < samples[-1]
 
-    def handle(self, event: c.Event) -> list[c.Action]:
-        actions = super().handle(event)
+    def _after_event(self, event: c.Event, actions: list[c.Action]) -> None:
         if self._extra:  # machines marked while handing out tasks
             extra, self._extra = self._extra, []
-            actions = extra + actions if self.finished is None else actions
+            if self.finished is None:
+                actions[:0] = extra
         if isinstance(event, (c.MachineAcquired, c.MachineCameLate)) and self.budget is not None and \
                 self.finished is None and event.machine in self.machines:  # its first edge may come before the next check
             at = self._decision_point(self.machines[event.machine], event.now)
@@ -853,7 +791,6 @@ class BatsCore(c.Core):
         if self._due_now and self.finished is None:  # marked at an edge already within the margin:
             actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
             actions.extend(self._finish_if_stranded(event.now))
-        return actions
 
     def _drop_stranded_clusters(self) -> None:
         """A cluster with no machine left or coming (acquisition failed, machines lost) cannot
@@ -871,7 +808,7 @@ class BatsCore(c.Core):
 
     def _deactivate(self, name: str) -> None:
         self._active.pop(name, None)
-        todo, self._replica_todo[name] = self._replica_todo.get(name, []), []
+        todo, self.sample.todo[name] = self.sample.todo.get(name, []), []
         for task in todo:
             self._close_copy(task)
 
@@ -921,8 +858,8 @@ class BatsCore(c.Core):
         ids = set(self._pending)
         ids.update(task for task, _machine in self._retry)
         ids.update(task for m in self.live_machines() for task, _attempt in m.held)
-        ids.update(task for task in self._replica_order if self._status[task] == c.RUNNING)
-        for todo in self._replica_todo.values():
+        ids.update(task for task in self.sample.order if self._status[task] == c.RUNNING)
+        for todo in self.sample.todo.values():
             ids.update(todo)
         return sorted(t for t in ids if self._status[t] in (c.PENDING, c.RUNNING))
 
@@ -990,7 +927,3 @@ def _affordable(counts: dict[str, int], costs: Mapping[str, float], budget: floa
                 left -= cost
                 progress = True
     return given
-
-
-BatsCore._handlers = {**c.Core._handlers, ScheduleChosen: BatsCore._on_schedule_chosen,
-                      c.PriceChanged: BatsCore._on_price_changed}

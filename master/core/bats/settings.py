@@ -35,7 +35,7 @@ class BatsSettings:
 class Choice:
     """How the operator decides (the command-line flags): see ``bats-master --help``."""
 
-    policy: str = "bats"  # "bats", "self" (every machine, no budget), "deadline", "adaptive" or "offers" (issue 5)
+    policy: str = "bats"  # "bats", "self" (every machine, no budget), "deadline", "adaptive" or "offers"
     schedule: str | None = None  # cheapest, fastest, an option id or a budget ("$25"), after sampling
     budget: float | None = None  # up front: implicit sampling, this budget covers everything
     cushion: bool = False

@@ -51,10 +51,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from bats.common.durations import format_duration
 from scipy.optimize import Bounds, LinearConstraint, milp
+
+from bats.common.durations import format_duration
 
 DEFAULT_INTERVAL_S = 600.0  # the paper's 10 minutes
 _EPS = 1e-9
@@ -248,7 +250,9 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
             if i + 1 < n_int:  # eq. 22: counts never grow
                 r = row()
                 r[k], r[model.x(j, i + 1)] = 1.0, -1.0
-                rows.append(r), lo.append(0.0), hi.append(np.inf)
+                rows.append(r)
+                lo.append(0.0)
+                hi.append(np.inf)
         work[model.x(j, 0)] -= tail_tasks  # whole tasks: one per machine slot
         for (jj, i), k in y_index.items():  # boot delay: new machines lose the seconds before boot_s
             if jj != j:
@@ -257,7 +261,9 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
             work[k] -= lost / cl.mean_s
             r = row()
             r[k], r[model.x(j, i)] = 1.0, -1.0
-            rows.append(r), lo.append(-float(cl.live)), hi.append(np.inf)
+            rows.append(r)
+            lo.append(-float(cl.live))
+            hi.append(np.inf)
         if cl.price <= 0:
             continue
         if cl.atu_s >= interval_s - _EPS:  # eqs. 23-24
@@ -273,7 +279,9 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
                 for i in covered:
                     r = row()
                     r[k], r[model.x(j, i)] = 1.0, -1.0
-                    rows.append(r), lo.append(0.0), hi.append(np.inf)
+                    rows.append(r)
+                    lo.append(0.0)
+                    hi.append(np.inf)
         else:  # eq. 25, and the minimum charge of slots shorter than it
             units = [math.ceil(lengths[i] / cl.atu_s - _EPS) for i in range(n_int)]
             n_min = math.ceil(cl.min_charge_s / cl.atu_s - _EPS)
@@ -292,7 +300,9 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
         r = row()
         for j in range(len(clusters)):
             r[model.x(j, 0)] = 1.0
-        rows.append(r), lo.append(-np.inf), hi.append(float(max_machines))
+        rows.append(r)
+        lo.append(-np.inf)
+        hi.append(float(max_machines))
     return model
 
 
@@ -379,7 +389,7 @@ def earliest_deadline(clusters: Sequence[DeadlineCluster], n_tasks: int, *, inte
     if not any(cl.max > 0 for cl in clusters):
         return None
     res = resolution_s if resolution_s is not None else max(1.0, min(60.0, interval_s / 10.0))
-    kw = {"interval_s": interval_s, "max_machines": max_machines, "tail_tasks": tail_tasks}
+    kw: dict[str, Any] = {"interval_s": interval_s, "max_machines": max_machines, "tail_tasks": tail_tasks}
     lo = 0.0
     hi = max(res, start_s or interval_s)
     while not feasible(clusters, n_tasks, hi, **kw):

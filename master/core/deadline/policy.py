@@ -40,6 +40,7 @@ estimated cost is reported next to what the run really spent.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -54,6 +55,7 @@ from bats.master import core as c
 from ..actions import Notify, WakeAt
 from ..bats.policy import EXECUTING, BatsCore, BatsSettings
 from ..planning.monitor import Billing
+from ..view import CoreView
 from .ilp import (
     DEFAULT_INTERVAL_S,
     DeadlineCluster,
@@ -82,6 +84,11 @@ def rounded_up(seconds: float) -> float:
 
 class DeadlineCore(BatsCore):
     """Sampling, then seed 004's cheapest plan for a deadline; see the module docstring."""
+
+    name = "deadline"
+
+    def view(self) -> CoreView:
+        return dataclasses.replace(super().view(), deadline_s=self.deadline.deadline_s, plan=self.plan)
 
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: BatsSettings, deadline: DeadlineSettings, **kwargs: Any) -> None:
@@ -122,8 +129,8 @@ class DeadlineCore(BatsCore):
         earliest finish (``earliest_s`` set), else (None, False)."""
         clusters = self._program(now)
         left = self.deadline.deadline_s - self._elapsed(now)
-        kw = {"interval_s": self.deadline.interval_s, "max_machines": self.max_machines,
-              "tail_tasks": self.deadline.tail_tasks}
+        kw: dict[str, Any] = {"interval_s": self.deadline.interval_s, "max_machines": self.max_machines,
+                              "tail_tasks": self.deadline.tail_tasks}
         n = max(1, self.remaining)
         log.debug("deadline ILP: %d tasks, %.0fs left, clusters %s", n, left, clusters)
         if left > 1.0:

@@ -88,7 +88,7 @@ class EdfPool:
 
     def release(self, tag: str) -> bool:
         """End one running task of ``tag`` now (a machine given back), else withdraw one waiting."""
-        for k, (end, seq, slots, t) in enumerate(self._running):
+        for k, (_end, _seq, slots, t) in enumerate(self._running):
             if t == tag:
                 self._running[k] = self._running[-1]
                 self._running.pop()

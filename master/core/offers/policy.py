@@ -41,9 +41,11 @@ from typing import Any
 from bats.common.config import ClusterConfig, Config
 from bats.common.durations import format_duration
 from bats.master import core as c
+from bats.master.core.base import handles
 
 from ..actions import AskOffers, Notify
 from ..events import OffersMade
+from ..view import CoreView
 from .compose import Composite, Offer, compose
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,11 @@ def offers_config(config: Config, *, task_runtime_s: float, publish_capacity: bo
 class OffersCore(c.Core):
     """Seed 002's metascheduler; see the module docstring."""
 
+    name = "offers"
+
+    def view(self) -> CoreView:
+        return CoreView(policy=self.name, deadline_s=self.settings.deadline_s)
+
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: OffersSettings, **kwargs: Any) -> None:
         super().__init__(task_ids, clusters, rng, **kwargs)
@@ -98,6 +105,7 @@ class OffersCore(c.Core):
             return None
         return {name: cl.max * cl.speed for name, cl in self.clusters.items()}
 
+    @handles(OffersMade)
     def _on_offers_made(self, ev: OffersMade) -> list[c.Action]:
         if self.composite is not None or self.asked_at is None:
             return []
@@ -263,6 +271,3 @@ class OffersCore(c.Core):
             "met": met,
         }
         return figures
-
-
-OffersCore._handlers = {**c.Core._handlers, OffersMade: OffersCore._on_offers_made}

@@ -126,7 +126,6 @@ Options that come out as the same configuration are merged (first label kept, th
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -137,6 +136,7 @@ from typing import Any
 import numpy as np
 
 from ..base import atus_begun
+from . import frontier
 
 DEFAULT_MAX_RAISE = 0.2  # case (a) threshold, as a fraction of the schedule's reference budget
 RAISE_STEP = Fraction(1, 100)  # case (a) steps: 1 % of the reference budget
@@ -330,7 +330,7 @@ class Planner:
         if self._cap is not None:
             weights, speed, config = self._capped_candidates(list(groups.values()))
         else:
-            fronts = [_group_frontier(members, self.clusters, self._units, self._limits, n)
+            fronts = [frontier.group_frontier(members, self.clusters, self._units, self._limits, n)
                       for members in groups.values()]
             size = math.prod(len(front[0]) for front in fronts)
             if size > MAX_CANDIDATES:
@@ -375,7 +375,7 @@ class Planner:
         # The front is the same in any merge order; the most profitable clusters first (least
         # money per task) keep the intermediate fronts smaller: about 15 % faster on seed 003's mix.
         room = [min(cap, sum(self._limits[i] for i in members)) for members in groups]
-        fronts = [_group_frontier_capped(sorted(members, key=lambda i: self._units[i] * self.clusters[i].mean_s),
+        fronts = [frontier.group_frontier_capped(sorted(members, key=lambda i: self._units[i] * self.clusters[i].mean_s),
                                          self.clusters, self._units, self._limits, n, cap, sum(room) - room[g])
                   for g, members in enumerate(groups)]
         # The exact number of combinations within the cap, before building any: convolve the
@@ -392,7 +392,7 @@ class Planner:
         if len(fronts) == 1:
             # One billing rule and every point within the cap: now a point with lower-or-equal W
             # and higher-or-equal S does make the other one useless (cost = W * u(T_e)).
-            keep = _front2(weight, speed)
+            keep = frontier.front2(weight, speed)
             return weight[keep][:, None], speed[keep], config[keep]
         weights = weight[:, None]
         for w, s, cfg, cnt in fronts[1:]:
@@ -623,141 +623,6 @@ def _money_units(prices: Sequence[float]) -> tuple[int, int, list[int]]:
     units = [round(Decimal(repr(float(p))) * scale) for p in prices]
     divisor = math.gcd(*units) or 1
     return scale, divisor, [u // divisor for u in units]
-
-
-def _group_frontier(members: Sequence[int], clusters: Sequence[ClusterPlan], units: Sequence[int],
-                    limits: Sequence[int], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The (W, S, configuration) points of one billing group where S beats every cheaper W."""
-    weight = np.zeros(1, dtype=np.int64)
-    speed = np.zeros(1)
-    config = np.zeros((1, n), dtype=np.int32)
-    if sum(units[i] * limits[i] for i in members) >= _INT_LIMIT:
-        raise ValueError("prices times machine counts are too large to plan with")
-    for i in members:
-        left, chunk = limits[i], 1
-        while left > 0:
-            q = min(chunk, left)  # binary split of the bounded item: 1, 2, 4, ..., rest
-            left -= q
-            chunk *= 2
-            added = config.copy()
-            added[:, i] += q
-            weight = np.concatenate([weight, weight + q * units[i]])
-            speed = np.concatenate([speed, speed + q / clusters[i].mean_s])
-            config = np.concatenate([config, added])
-            order = np.lexsort((-speed, weight))  # cost per ATU up, speed down
-            sorted_speed = speed[order]
-            previous = np.empty_like(sorted_speed)
-            previous[0] = -1.0
-            previous[1:] = np.maximum.accumulate(sorted_speed)[:-1]
-            keep = order[sorted_speed > previous * (1 + _SPEED_TOL)]
-            weight, speed, config = weight[keep], speed[keep], config[keep]
-    return weight, speed, config
-
-
-def _front2(weight: np.ndarray, speed: np.ndarray) -> np.ndarray:
-    """Indices of the points whose speed beats every point with lower-or-equal W (cheapest first)."""
-    order = np.lexsort((-speed, weight))
-    sorted_speed = speed[order]
-    previous = np.empty_like(sorted_speed)
-    previous[0] = -1.0
-    previous[1:] = np.maximum.accumulate(sorted_speed)[:-1]
-    return order[sorted_speed > previous * (1 + _SPEED_TOL)]
-
-
-def _front3(weight: np.ndarray, speed: np.ndarray, count: np.ndarray,
-            order: np.ndarray | None = None) -> np.ndarray:
-    """Indices of the points that no other point beats in (W, S, machine count), see the module doc.
-
-    One pass per machine count, smallest first: a point is kept when its speed beats every point
-    of its own count with lower-or-equal W (as :func:`_front2`) and the staircase of the points
-    kept at smaller counts (the best speed for each W, found by a binary search); the kept ones
-    are then merged into the staircase. ``order``: the points by count, then W, then speed
-    down, when the caller knows it. The result is in that order, one point per (count, W)."""
-    if order is None:
-        order = np.lexsort((-speed, weight, count))
-    w, s, c = weight[order], speed[order], count[order]
-    edges = [0, *(np.flatnonzero(np.diff(c)) + 1).tolist(), len(c)]
-    kept = np.zeros(len(c), dtype=bool)
-    stair_w = np.zeros(0, dtype=w.dtype)  # increasing W, increasing S: the best S for W and below
-    stair_s = np.zeros(0)
-    for lo, hi in itertools.pairwise(edges):
-        lw, ls = w[lo:hi], s[lo:hi]
-        previous = np.empty_like(ls)
-        previous[0] = -1.0
-        previous[1:] = np.maximum.accumulate(ls)[:-1]
-        if len(stair_w):
-            at = np.searchsorted(stair_w, lw, side="right") - 1
-            previous = np.maximum(previous, np.where(at >= 0, stair_s[np.maximum(at, 0)], -1.0))
-        better = ls > previous * (1 + _SPEED_TOL)
-        kept[lo:hi] = better
-        if better.any() and hi < len(c):
-            # Two runs sorted by W; at an equal W the new point is the faster (it beat the stair).
-            merged_w = np.concatenate([stair_w, lw[better]])
-            by_w = np.argsort(merged_w, kind="stable")
-            merged_w, merged_s = merged_w[by_w], np.concatenate([stair_s, ls[better]])[by_w]
-            previous = np.empty_like(merged_s)
-            previous[0] = -1.0
-            previous[1:] = np.maximum.accumulate(merged_s)[:-1]
-            front = merged_s > previous * (1 + _SPEED_TOL)
-            stair_w, stair_s = merged_w[front], merged_s[front]
-    return order[kept]
-
-
-def _merge_order(weight: np.ndarray, speed: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """The order of :func:`_front3` for a front followed by a shifted copy of part of it.
-
-    Both runs are sorted by (count, W, speed down) with one point per (count, W), so a stable
-    sort on one integer key merges them in linear time; a key met twice (once per run) puts the
-    faster point first."""
-    span = int(weight.max()) + 1
-    if (int(count.max()) + 1) * span >= _INT_LIMIT:
-        return np.lexsort((-speed, weight, count))
-    key = count * span + weight
-    order = np.argsort(key, kind="stable")
-    key, fast = key[order], speed[order]
-    swap = np.flatnonzero((key[1:] == key[:-1]) & (fast[1:] > fast[:-1]))
-    order[swap], order[swap + 1] = order[swap + 1], order[swap].copy()
-    return order
-
-
-def _group_frontier_capped(members: Sequence[int], clusters: Sequence[ClusterPlan], units: Sequence[int],
-                           limits: Sequence[int], n: int, cap: int,
-                           outside: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_group_frontier` under an overall cap: the (W, S, configuration, machine count) points
-    of one billing group that no other point beats in all of W, S and count, counts <= ``cap``.
-
-    ``outside``: how many machines the other groups can add. Counts are compared clamped from
-    below at ``cap - R``, R the machines still to come (this group's items not merged yet plus
-    ``outside``): a point with c' <= cap - R machines can take any completion that fits beside any
-    other point, so it beats points with more machines too (module doc)."""
-    weight = np.zeros(1, dtype=np.int64)
-    speed = np.zeros(1)
-    config = np.zeros((1, n), dtype=np.int32)
-    count = np.zeros(1, dtype=np.int64)
-    if sum(units[i] * limits[i] for i in members) >= _INT_LIMIT:
-        raise ValueError("prices times machine counts are too large to plan with")
-    to_come = outside + sum(limits[i] for i in members)
-    for i in members:
-        left, chunk = limits[i], 1
-        while left > 0:
-            q = min(chunk, left)  # the same binary split as without a cap
-            left -= q
-            chunk *= 2
-            to_come -= q
-            fits = count + q <= cap  # more machines never bring a count back under the cap
-            added = config[fits]
-            added[:, i] += q  # (boolean indexing copies)
-            weight = np.concatenate([weight, weight[fits] + q * units[i]])
-            speed = np.concatenate([speed, speed[fits] + q / clusters[i].mean_s])
-            count = np.concatenate([count, count[fits] + q])
-            config = np.concatenate([config, added])
-            if to_come < cap:  # clamped: many points share a (count, W) key, so no linear merge
-                compared = np.maximum(count, cap - to_come)
-                keep = _front3(weight, speed, compared)
-            else:
-                keep = _front3(weight, speed, count, _merge_order(weight, speed, count))
-            weight, speed, config, count = weight[keep], speed[keep], config[keep], count[keep]
-    return weight, speed, config, count
 
 
 # ---------------------------------------------------------------- showing a large front

@@ -1,0 +1,5 @@
+"""``python -m bats.master.sim``: the same as ``bats-sim``."""
+
+from .driver import main
+
+raise SystemExit(main())
