@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench paper compare reliability install clean
+.PHONY: demo test test-fast lint bench paper compare reliability execution-study install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ compare: $(STAMP)
 # (about 8 minutes with the ssh and Grid Engine scenarios)
 reliability: $(STAMP)
 	$(PY) bench/reliability.py
+
+# does the execution keep the chosen option's promise? random pools in the simulator: docs/execution-study.md
+execution-study: $(STAMP)
+	$(PY) bench/execution_study.py --pools 200 --max-tasks 2000 --out docs/execution-study.md
 
 clean:
 	rm -rf $(VENV) bats-run build dist *.egg-info

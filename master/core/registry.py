@@ -42,7 +42,8 @@ def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choi
     if choice.policy == "bats":
         settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
                                 release_margin_s=config.release_margin_s, budget=choice.budget,
-                                cushion_accepted=choice.cushion, planner=choice.planner)
+                                cushion_accepted=choice.cushion, planner=choice.planner,
+                                monitor_interval_auto=config.master.monitor_interval_s is None)
         return BatsCore(task_ids, config.clusters, rng, settings, **kwargs)
     if choice.policy == "deadline":
         if choice.deadline is None:

@@ -542,7 +542,7 @@ def run(args: argparse.Namespace) -> int:
     from bats.master.views.options_table import core_profitability, format_options
     from bats.master.views.report import add_analysis, summary, write_report
 
-    from .runtimes import parse_runtimes
+    from .runtimes import MIN_RUNTIME_S, parse_runtimes
 
     if args.tasks < 1:
         raise UsageError("--tasks: must be at least 1")
@@ -553,6 +553,10 @@ def run(args: argparse.Namespace) -> int:
     if args.tick <= 0:
         raise UsageError("--tick: must be longer than 0 seconds")
     distribution = parse_runtimes(args.runtimes)
+    clamped = getattr(distribution, "clamped_share", None)
+    if clamped is not None and clamped() >= 0.001:
+        log.warning("--runtimes %s: about %.0f%% of the runtimes fall below %g s and are drawn again "
+                    "(the bag's mean is higher than asked)", args.runtimes, 100 * clamped(), MIN_RUNTIME_S)
     config = load_cluster_config(args.config, args.workers)
     choice = choice_from_args(args, config)
     check_plot_path(args.plot)
@@ -564,7 +568,9 @@ def run(args: argparse.Namespace) -> int:
                    fail_rate=args.fail_rate, choice=choice)
     wall = time.perf_counter() - started
     report = sim.report({"seed": seed, "runtimes": args.runtimes, "config": config.source})
-    add_analysis(report, None, None)  # the per-cluster table; virtual time keeps no choice instant
+    core = sim.core  # the execution phase's makespan: from the choice to the last result
+    end = core.last_finish_at if core.remaining == 0 else sim.now
+    add_analysis(report, getattr(core, "execution_started_at", None), end)
     if sim.plan_s is not None:
         report["timings"] = {"plan_s": sim.plan_s}
     report_path = "(not written; add --report FILE)"
@@ -589,7 +595,9 @@ def run(args: argparse.Namespace) -> int:
         print(summary(report, report_path))
         print(f"  simulated {sim.events} events in {wall:.2f} s wall (seed {seed})")
     _plot(args.plot, sim.core)
-    return EXIT_OK if sim.finish is not None and sim.finish.status == "done" else EXIT_INCOMPLETE
+    planned_only = choice.plan_only and bool(getattr(sim.core, "options", None))  # as bats-master --plan-only
+    ok = sim.finish is not None and (sim.finish.status == "done" or planned_only)
+    return EXIT_OK if ok else EXIT_INCOMPLETE
 
 
 def _plot(path: str | None, core: c.Core) -> None:

@@ -100,6 +100,12 @@ class Normal:
             values[low] = rng.normal(self.mean, self.sd, low.size)
         return np.maximum(values, MIN_RUNTIME_S)
 
+    def clamped_share(self) -> float:
+        """The share of draws below the 1 s minimum (drawn again, so the bag's mean is higher)."""
+        if self.sd <= 0:
+            return 1.0 if self.mean < MIN_RUNTIME_S else 0.0
+        return 0.5 * (1.0 + math.erf((MIN_RUNTIME_S - self.mean) / (self.sd * math.sqrt(2.0))))
+
 
 @dataclass(frozen=True)
 class Levy:

@@ -244,7 +244,8 @@ def test_budget_exhaustion_finishes_incomplete_with_the_tasks_not_run():
         c.Release("a1", "the budget cannot pay its next ATU"),
         c.Release("a2", "the budget cannot pay its next ATU"),
         c.WakeAt(240.0),
-        c.Finish("incomplete", "the budget is spent: 8 task(s) did not run"),
+        c.Finish("incomplete", "the budget is spent: 2 of 2 paid, 0 left does not pay the next ATU of any machine; "
+                               "8 task(s) did not run"),
     ]
     report = core.report(190.0)
     assert report["cost"] == {"total": 8.0, "sampling": 6.0, "execution": 2.0}
@@ -367,7 +368,7 @@ def test_implicit_sampling_acquires_what_the_budget_pays_and_never_offers_option
 
 def test_implicit_budget_below_one_atu_finishes_at_once():
     assert implicit(0.5).handle(c.RunStarted(0.0)) == [
-        c.Finish("incomplete", "the budget does not pay one ATU of any machine")]
+        c.Finish("incomplete", "the budget (0.5) does not pay one machine up to the first budget check (1 at least)")]
     # $1 pays one a machine only: b is left out of sampling
     core = implicit(1.0)
     assert core.handle(c.RunStarted(0.0)) == [c.WakeAt(50.0), c.Acquire("a", 1)]
@@ -375,10 +376,12 @@ def test_implicit_budget_below_one_atu_finishes_at_once():
 
 
 # ---------------------------------------------------------------- regressions (bugs found by the properties)
-def test_a_machine_marked_within_the_release_margin_is_let_go_in_the_same_event():
+def test_a_machine_marked_within_the_release_margin_waits_for_the_choice_until_just_before_its_edge():
     """One machine, 10.5 s tasks: the sample (9 tasks) ends at t=94.5, past its edge (100) less
-    the margin. Waiting for the next Tick would start a second ATU the budget never agreed to: it
-    is released at once (before: it ran on until a tick, e.g. t=120 in bats-sim)."""
+    the margin. Its ATU is paid: it waits for the operator's choice until its edge less a quarter
+    of the margin (97.5, a WakeAt so that a coarse tick cannot begin a second ATU), and the option chosen at
+    once keeps it (before: it was released at the offer and a new machine acquired, booted and
+    paid)."""
     one = {"a": ClusterConfig("a", "local", max=2, price=1.0, atu_s=100.0)}
     settings_ = BatsSettings(sampling=SamplingConfig(initial_workers=1, error=0.4), monitor_interval_s=50.0,
                              release_margin_s=10.0)
@@ -388,11 +391,20 @@ def test_a_machine_marked_within_the_release_margin_is_let_go_in_the_same_event(
     d.up(0.0, "a1")
     event, actions = d.until(lambda: core.phase != b.SAMPLING)
     assert event.now == pytest.approx(94.5)
-    assert [type(a) for a in actions] == [c.RecordResult, c.WakeAt, c.OfferOptions, c.Release]
-    assert actions[1] == c.WakeAt(event.now) and actions[3] == c.Release("a1", DONE_SAMPLING)
-    assert core.live_machines() == [] and core.finished is None  # the operator still has to choose
-    assert d.feed(ScheduleChosen(event.now, core.choose("cheapest"))) == [
-        c.Notify("executing option 1 (cheapest): 1 x a, budget 3"), c.Acquire("a", 1), c.WakeAt(event.now + 50.0)]
+    assert [type(a) for a in actions] == [c.RecordResult, c.WakeAt, c.OfferOptions]
+    assert actions[1] == c.WakeAt(97.5) and core.machines["a1"].release_at == 97.5
+    assert core.finished is None  # the operator still has to choose
+    actions = d.feed(ScheduleChosen(event.now, core.choose("cheapest")))
+    (dispatch,) = [a for a in actions if isinstance(a, c.Dispatch)]
+    assert actions == [c.Notify("executing option 1 (cheapest): 1 x a, budget 3"), dispatch, c.WakeAt(event.now + 50.0)]
+    assert dispatch.machine == "a1" and core.machines["a1"].release_at is None
+    # without a choice, it goes at 97.5, before its second ATU begins
+    waiting = make_core(clusters=one, settings_=settings_)
+    w = Driver(waiting, {"a": 10.5})
+    w.feed(c.RunStarted(0.0))
+    w.up(0.0, "a1")
+    w.until(lambda: waiting.phase != b.SAMPLING)
+    assert w.feed(c.Tick(97.5)) == [c.Release("a1", DONE_SAMPLING)]
 
 
 def test_a_sampling_machine_left_idle_while_marked_gets_tasks_when_the_plan_keeps_it():
@@ -414,19 +426,21 @@ def test_a_sampling_machine_left_idle_while_marked_gets_tasks_when_the_plan_keep
     actions = d.feed(ScheduleChosen(event.now, option))
     (dispatch,) = [a for a in actions if isinstance(a, c.Dispatch)]
     assert actions == [c.Notify("executing option 1 (cheapest): 2 x a, budget 2"), dispatch, c.Acquire("a", 1),
-                       c.WakeAt(event.now + 50.0)]
+                       c.WakeAt(90.0)]  # the budget ceiling decides a1's next ATU at its edge less the margin
     assert dispatch.machine == "a1" and core.machines["a1"].release_at is None
 
 
 def test_a_new_machine_reserves_every_atu_it_begins_before_the_next_check():
-    """Per-second billing at $0.01: a machine kept until the next check (50 s) plus the margin (10 s)
-    begins 60 ATUs, $0.60. A $1 budget up front pays for one such machine, not for 4 first ATUs
-    (before: 4 machines were acquired and spent $2 before the first check)."""
+    """Per-second billing at $0.01: the budget ceiling is checked every max(ATU, 5 s) = 5 s (not once
+    per 50 s monitoring interval); a machine kept until that check plus the margin (10 s) begins 15
+    ATUs, $0.15. A $1 budget up front pays for all 4 sampling machines ($0.60) (before: with
+    4 first ATUs only, 4 machines spent $2 before the first check; then, reserving the whole
+    monitoring interval, $0.60 a machine, only one was acquired)."""
     per_second = {"s": ClusterConfig("s", "local", max=4, price=0.01, atu_s=1.0)}
     settings_ = BatsSettings(sampling=SamplingConfig(initial_workers=4, error=0.4), monitor_interval_s=50.0,
                              release_margin_s=10.0, budget=1.0)
     core = make_core(clusters=per_second, settings_=settings_)
-    assert core.handle(c.RunStarted(0.0)) == [c.WakeAt(50.0), c.Acquire("s", 1)]
+    assert core.handle(c.RunStarted(0.0)) == [c.WakeAt(5.0), c.Acquire("s", 4)]
 
 
 def test_machines_requested_and_not_yet_acquired_count_against_the_budget():

@@ -26,18 +26,38 @@ seeded RNG) with three phases:
    and N_p (:func:`bats.master.core.planning.monitor.check`); when N_e > N_p (+ dN with an accepted cushion) it
    re-plans with the bounded-knapsack solver on the tasks and the money left and moves to the
    new configuration: acquires what it adds, marks what it drops for release at the end of the
-   ATU they are in. The budget is a ceiling: :func:`bats.master.core.planning.monitor.plan_releases` reserves
-   every ATU a kept machine may start before the next check out of budget + cushion - spent,
-   and machines that do not fit are let go before their next edge; a machine is acquired only
-   if the same reservation for it fits as well (machines asked for and not acquired yet count
-   as reserved), and each check asks for a Tick at the next one (:class:`WakeAt`) so that a
-   coarse driver clock cannot stretch the interval; when the money is gone the run ends
-   incomplete.
+   ATU they are in. When the config does not set the monitoring interval, the execution shortens
+   it to a sixth of the chosen option's makespan (never above §3.1's 5 minutes), so that short
+   ATUs still re-plan several times per run.
+
+The ceiling. The budget is checked on its own clock, not once per monitoring interval (a 5-minute
+reservation made a 6 s ATU unaffordable). Where a cluster's ATU is longer than twice the release
+margin, each machine's next ATU is decided at its edge less the margin (a :class:`WakeAt` there),
+and :func:`bats.master.core.planning.monitor.plan_releases` reserves one ATU per kept machine;
+for shorter ATUs (per-second billing) the ceiling is checked every max(ATU, 5 s) and reserves
+what a machine begins until then plus the margin. Every monitoring check also checks it. Money
+is reserved out of budget + cushion - spent; machines that do not fit are let go before their
+next edge; a machine is acquired only if the same reservation for it fits as well (machines
+asked for and not acquired yet count as reserved). Machines whose running task is expected to
+end past their edge keep their reservation first. When the money is gone the run ends
+incomplete, and the reason gives the figures.
+
+Paid work is not thrown away. A task that would carry a machine past its edge is handed out only
+if the budget renews the machine (:meth:`BatsCore._decide_renewal`); if not, the machine is
+marked first and gets only tasks expected (the cluster's mean) to end before it is let go. A
+marked machine running a task when its moment comes stays until the task ends, at the latest
+until its edge less a quarter of the margin (at least 1 s, at most the margin), as long as some
+sample task ran longer than this one has: that time is paid anyway, and long-tailed runtimes
+often end where the estimate said they would not. A release
+that cuts a running task off is the last resort; the report counts such tasks and the paid
+seconds they ran (``killed``). After sampling, machines whose edge is within the margin wait
+for the choice until the same moment, so that an option chosen at once keeps them.
 
 With a budget given up front (``BatsSettings.budget``) the operator has chosen already: the
 sample is taken inside the execution phase (Fig. 4 lines 4-6, "implicit sampling"), the budget
 covers the sampling machines too (each with every ATU it begins before the first check), and the
-configuration is the fastest that the money left pays.
+configuration is the fastest that the money left pays; any cushion the plan wants comes out of
+that budget (the total never exceeds it).
 
 A machine marked for release is not handed a task it is not expected to finish (the cluster's
 mean runtime) before it is let go; an idle one that cannot fit a task is let go at once, and so
@@ -71,6 +91,7 @@ from ..planning.ga import ga_front
 from ..planning.monitor import (
     Billing,
     MachineTable,
+    ReleasePlan,
     TailEstimates,
     check,
     plan_releases,
@@ -91,6 +112,9 @@ __all__ = [
 ]
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
+CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
+REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan this often
+HARD_GUARD_SHARE = 0.25  # a marked machine running a task stays until its edge less this share of the margin
 
 
 SAMPLING, OFFERING, EXECUTING = "sampling", "offering", "executing"
@@ -139,6 +163,24 @@ class BatsCore(c.Core):
         self.sampling_cost: float | None = None
         self.reconfigurations: list[dict[str, Any]] = []
         self._last_monitor = 0.0
+        self.execution_started_at: float | None = None  # the choice (or, with an up-front budget, the plan)
+        # the budget ceiling (see "The ceiling" in the module docstring): checked at every machine's
+        # edge less the margin where an ATU is longer than twice the margin, every max(ATU, 5 s)
+        # for the other clusters (per-second billing), and at every monitoring check
+        margin = settings.release_margin_s
+        self._monitor_s = settings.monitor_interval_s
+        short = [cl.atu_s for cl in clusters.values() if cl.atu_s <= 2 * margin]
+        self._ceiling_s = settings.ceiling_interval_s or (
+            min(settings.monitor_interval_s, max(min(short), CEILING_FLOOR_S)) if short else math.inf)
+        self._horizons = {name: (0.0 if cl.atu_s > 2 * margin else self._ceiling_s) for name, cl in clusters.items()}
+        self._last_ceiling = 0.0
+        self._ceiling_at = math.inf
+        self._guard_s = min(margin, max(1.0, margin * HARD_GUARD_SHARE))
+        self._release_edge: dict[str, float] = {}  # marked machine -> the edge of its paid time
+        self._held_to_edge: set[str] = set()  # marked machines kept past their moment for a task in paid time
+        self._extra: list[c.Action] = []  # actions decided while handing out a task
+        self.killed = 0  # running tasks cut off by a release
+        self.killed_paid_s = 0.0  # the paid seconds they had run
 
     # ------------------------------------------------------------ money
     def spent(self, now: float) -> float:
@@ -165,8 +207,8 @@ class BatsCore(c.Core):
         actions: list[c.Action] = []
         if self.budget is not None:  # implicit sampling: the ATUs begun before the first check must fit
             counts = _affordable(counts, {name: self._reserve_new(name) for name in counts}, self.budget)
-            self._last_monitor = now
-            actions.append(WakeAt(now + self.settings.monitor_interval_s))
+            self._last_monitor = self._last_ceiling = now
+            actions.append(WakeAt(self._next_check(now)))
         if self.max_machines is not None:  # the overall limit, shared round-robin so every cluster is sampled
             counts = _affordable(counts, dict.fromkeys(counts, 1.0), float(self.max_machines))
         n_lr = min(REPLICATED_TASKS, self.remaining)
@@ -187,12 +229,18 @@ class BatsCore(c.Core):
             self._requested[name] += n
             actions.append(c.Acquire(name, n))
         if not any(isinstance(a, c.Acquire) for a in actions):
-            self.finished = c.Finish("incomplete", "the budget does not pay one ATU of any machine")
+            cheapest = min(self._reserve_new(name) for name in counts) if counts else 0.0
+            self.finished = c.Finish("incomplete", f"the budget ({self.budget:g}) does not pay one machine up to "
+                                     f"the first budget check ({cheapest:g} at least)")
             return [self.finished]
         return actions
 
     def _next_task(self, machine: c.Machine) -> int | None:
+        if machine.release_at is None and self.phase == EXECUTING:
+            self._extra.extend(self._decide_renewal(machine))
         if machine.release_at is not None and not self._fits_before_release(machine):
+            if self._now >= machine.release_at - 1e-9:
+                self._due_now = True  # let it go in this event (unless a task in paid time runs on)
             return None
         if self.phase == SAMPLING:
             todo = self.sample.todo.get(machine.cluster)
@@ -203,6 +251,22 @@ class BatsCore(c.Core):
                 self.sample.running.add(task)
             return task
         return super()._next_task(machine)
+
+    def _decide_renewal(self, machine: c.Machine) -> list[c.Action]:
+        """Before a task that would carry ``machine`` past its edge is handed out: does the budget
+        pay its next ATU? If not, mark it now (it then gets only tasks that end in paid time)
+        instead of finding out at the edge and cutting the task off."""
+        estimate = self.estimates.get(machine.cluster)
+        if self.budget is None or estimate is None or machine.state is not c.MachineState.UP:
+            return []
+        now = self._now
+        mean = estimate.stats().mean_s
+        if now + (len(machine.held) + 1) * mean <= self._edge(machine, now) - self.settings.release_margin_s:
+            return []  # it ends in paid time
+        plan = self._release_plan(now)
+        if machine.id in plan.keep:
+            return []
+        return self._mark(machine, now, "the budget cannot pay its next ATU")
 
     def _fits_before_release(self, machine: c.Machine) -> bool:
         if machine.release_at is not None and self._now >= machine.release_at - 1e-9:
@@ -291,7 +355,8 @@ class BatsCore(c.Core):
             return self._start_execution(now, option, self.cushion_accepted, keep_budget=True)
         actions: list[c.Action] = []
         for machine in self.live_machines():
-            actions.extend(self._mark(machine, now, "sampling done: released at the end of its ATU"))
+            actions.extend(self._mark(machine, now, "sampling done: released at the end of its ATU",
+                                      wait_for_choice=True))
         actions.append(OfferOptions(tuple(self.options), self.remaining, dict(self.plan_estimates)))
         return actions
 
@@ -424,11 +489,13 @@ class BatsCore(c.Core):
     def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
                          keep_budget: bool) -> list[c.Action]:
         self.phase = EXECUTING
+        self.execution_started_at = now
         self.selected = option
         self.cushion_accepted = cushion_accepted
         if not keep_budget:
             self.budget = option.budget
-        self.cushion = option.cushion if cushion_accepted else 0.0
+        # an up-front budget is the whole money: any cushion the plan wants comes out of it
+        self.cushion = option.cushion if cushion_accepted and not keep_budget else 0.0
         self._delta_n_allowed = max(0, option.delta_n) if cushion_accepted else 0
         config = dict(option.machines)
         if not cushion_accepted and option.rounding == "a":  # the raise was the cushion: not taken
@@ -441,14 +508,36 @@ class BatsCore(c.Core):
                     option, machines=estimate.machines, makespan_s=estimate.makespan_s,
                     makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=0.0,
                     delta_n=estimate.delta_n, rounding="")
-        self._last_monitor = now
+        self._last_monitor = self._last_ceiling = now
+        if self.settings.monitor_interval_auto and self.selected.makespan_s > 0:
+            self._monitor_s = min(self.settings.monitor_interval_s,
+                                  max(self._ceiling_s, self.selected.makespan_s / REPLANS_PER_MAKESPAN))
         label = option.label if option.id == 0 else f"option {option.id} ({option.label})"
+        inside = (f" (its cushion {option.cushion:g} comes out of the budget)"
+                  if keep_budget and cushion_accepted and option.cushion else "")
         actions: list[c.Action] = [Notify(f"executing {label}: {_machines_text(config)}, budget "
-                                          f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else ""))]
+                                          f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else "")
+                                          + inside)]
         actions.extend(self._move_to(config, now))
         actions.extend(self._enforce_budget(now))
-        actions.append(WakeAt(now + self.settings.monitor_interval_s))  # the next check, on time
+        actions.append(WakeAt(self._next_check(now)))  # the next check, on time
         return actions
+
+    def _decision_point(self, m: c.Machine, now: float) -> float:
+        """The next moment the ceiling must decide whether ``m`` begins another ATU (its edge less
+        the margin); inf where its cluster is checked periodically instead."""
+        if m.release_at is not None or m.state is c.MachineState.GONE or self._horizons[m.cluster] > 0:
+            return math.inf
+        at = self._edge(m, now) - self.settings.release_margin_s
+        return at if at > now + 1e-9 else at + self.clusters[m.cluster].atu_s
+
+    def _next_check(self, now: float) -> float:
+        """When the next check is due: a machine's decision point, the periodic ceiling or the
+        plan's, whichever comes first."""
+        at = min(self._last_ceiling + self._ceiling_s, self._last_monitor + self._monitor_s,
+                 min((self._decision_point(m, now) for m in self.machines.values()), default=math.inf))
+        self._ceiling_at = at
+        return at
 
     def _move_to(self, config: dict[str, int], now: float) -> list[c.Action]:
         """Make ``config`` the plan: keep or acquire its machines, mark the others for release."""
@@ -482,11 +571,7 @@ class BatsCore(c.Core):
             return []
         reserve = self._reserve_new(name)
         if reserve > 0 and self.budget is not None:
-            views = self._views(now)
-            plan = plan_releases(views, self.billings, self._tau_e(), self.budget - self._reserved_for_requested(),
-                                 self.cushion, spent_before=self._gone_spent(now),
-                                 release_margin_s=self.settings.release_margin_s,
-                                 horizon_s=self.settings.monitor_interval_s)
+            plan = self._release_plan(now)
             affordable = max(0, math.floor((plan.money_left - plan.reserved) / reserve + 1e-9))
             if affordable < n:
                 self._short_of_money = True
@@ -500,7 +585,7 @@ class BatsCore(c.Core):
         """What a machine of ``name`` acquired now must have reserved: every ATU it begins before
         the next check can let it go (the horizon and margin ``plan_releases`` reserves for a kept one)."""
         billing = self.billings[name]
-        return billing.price * billing.atus_paid(self.settings.monitor_interval_s + self.settings.release_margin_s)
+        return billing.price * billing.atus_paid(self._horizons[name] + self.settings.release_margin_s)
 
     def _reserved_for_requested(self) -> float:
         """The reservations of the machines asked for and not acquired yet."""
@@ -510,13 +595,17 @@ class BatsCore(c.Core):
         """When the machine's current ATU ends (absolute time)."""
         return m.acquired_at + self.billings[m.cluster].paid_until(m.uptime(now))
 
-    def _mark(self, m: c.Machine, now: float, reason: str) -> list[c.Action]:
-        at = max(now, self._edge(m, now) - self.settings.release_margin_s)
+    def _mark(self, m: c.Machine, now: float, reason: str, *, wait_for_choice: bool = False) -> list[c.Action]:
+        edge = self._edge(m, now)
+        at = max(now, edge - self.settings.release_margin_s)
+        if wait_for_choice and at <= now + 1e-9:  # the option chosen may keep it: wait until just before its edge
+            at = max(now, edge - self._guard_s)
         if m.release_at is not None and m.release_at <= at:
             return []
         m.release_at = at
         m.release_reason = reason
         self._marked[m.id] = m
+        self._release_edge[m.id] = edge
         if at <= now + 1e-9:  # its edge is within the margin already: let go before this event ends
             self._due_now = True
         return [WakeAt(at)]
@@ -525,6 +614,8 @@ class BatsCore(c.Core):
         m.release_at = None
         m.release_reason = ""
         self._marked.pop(m.id, None)
+        self._release_edge.pop(m.id, None)
+        self._held_to_edge.discard(m.id)
 
     def _retire(self, machine: c.Machine, now: float, reason: str) -> None:
         self._marked.pop(machine.id, None)
@@ -600,17 +691,23 @@ class BatsCore(c.Core):
                 actions.extend(self._move_to(new, now))
                 views = None  # machines were marked or unmarked
         actions.extend(self._enforce_budget(now, views))
-        actions.append(WakeAt(now + self.settings.monitor_interval_s))  # the next check, on time
+        actions.append(WakeAt(self._next_check(now)))  # the next check, on time
         return actions
+
+    def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:
+        """plan_releases with money reserved up to the next ceiling check (plus the margin)."""
+        assert self.budget is not None
+        return plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
+                             self.budget - self._reserved_for_requested(), self.cushion,
+                             spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
+                             horizon_s=self._horizons, running_first=True)
 
     def _enforce_budget(self, now: float, views: MachineTable | None = None) -> list[c.Action]:
         """Mark every machine whose next ATU(s) the money left cannot pay (plan_releases)."""
+        self._last_ceiling = now
         if self.budget is None:
             return []
-        plan = plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
-                             self.budget - self._reserved_for_requested(), self.cushion,
-                             spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
-                             horizon_s=self.settings.monitor_interval_s)
+        plan = self._release_plan(now, views)
         actions: list[c.Action] = []
         for due in plan.release:
             m = self.machines[due.machine]
@@ -628,13 +725,18 @@ class BatsCore(c.Core):
             self._drop_stranded_clusters()
             actions.extend(self._end_sampling_if_complete(now))
         actions.extend(self._release_marked(now, idle_too=True))
-        interval_over = now - self._last_monitor >= self.settings.monitor_interval_s - 1e-9
+        interval_over = now - self._last_monitor >= self._monitor_s - 1e-9
+        ceiling_due = now >= self._ceiling_at - 1e-9
         if self.phase == EXECUTING and self.remaining > 0 and (interval_over or not self._live):
             actions.extend(self._monitor(now))
-        elif self.phase == SAMPLING and self.budget is not None and interval_over:
+        elif self.phase == EXECUTING and self.remaining > 0 and ceiling_due:
+            actions.extend(self._enforce_budget(now))  # the ceiling between two plan checks
+            actions.append(WakeAt(self._next_check(now)))
+        elif self.phase == SAMPLING and self.budget is not None and (ceiling_due or interval_over):
             self._last_monitor = now  # implicit sampling spends the budget too
             actions.extend(self._enforce_budget(now))
-            actions.append(WakeAt(now + self.settings.monitor_interval_s))
+            actions.append(WakeAt(self._next_check(now)))
+        actions.extend(self._release_marked(now))  # the checks may have marked machines due now
         actions.extend(self._finish_if_stranded(now))
         return actions
 
@@ -647,13 +749,45 @@ class BatsCore(c.Core):
             if m.state is c.MachineState.GONE:
                 continue
             due = m.release_at is not None and now >= m.release_at - 1e-9
+            if due and m.held and self._ends_in_paid_time(m, now):
+                if m.id not in self._held_to_edge:  # its task ends before the edge: let it finish
+                    self._held_to_edge.add(m.id)
+                    actions.append(WakeAt(self._hard_release(m)))
+                continue
             if due or (idle_too and not m.held and not self._fits_before_release(m)):
+                if m.held and m.running_since is not None and now > m.running_since:
+                    self.killed += 1
+                    self.killed_paid_s += max(0.0, now - m.running_since)
                 actions.append(c.Release(m.id, m.release_reason))
                 actions.extend(self._requeue_held(m))
                 self._retire(m, now, m.release_reason)
         return actions
 
+    def _hard_release(self, m: c.Machine) -> float:
+        """The last moment a marked machine may stay: just before the edge of its paid time."""
+        edge = self._release_edge.get(m.id, (m.release_at or 0.0) + self.settings.release_margin_s)
+        return edge - self._guard_s
+
+    def _ends_in_paid_time(self, m: c.Machine, now: float) -> bool:
+        """Whether ``m`` goes on with its running task until its hard release: that time is paid
+        for anyway, so a task may use it while it can still end, i.e. while some sample task ran
+        longer than it has (long-tailed runtimes often end where the mean says they would not)."""
+        if m.running_since is None or now >= self._hard_release(m) - 1e-9:
+            return False
+        samples = self.tail.sorted_samples.get(m.cluster) if self.tail is not None else None
+        return samples is not None and len(samples) > 0 and now - m.running_since < samples[-1]
+
     def _after_event(self, event: c.Event, actions: list[c.Action]) -> None:
+        if self._extra:  # machines marked while handing out tasks
+            extra, self._extra = self._extra, []
+            if self.finished is None:
+                actions[:0] = extra
+        if isinstance(event, (c.MachineAcquired, c.MachineCameLate)) and self.budget is not None and \
+                self.finished is None and event.machine in self.machines:  # its first edge may come before the next check
+            at = self._decision_point(self.machines[event.machine], event.now)
+            if at < self._ceiling_at - 1e-9:
+                self._ceiling_at = at
+                actions.append(WakeAt(at))
         if self._due_now and self.finished is None:  # marked at an edge already within the margin:
             actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
             actions.extend(self._finish_if_stranded(event.now))
@@ -706,7 +840,12 @@ class BatsCore(c.Core):
             return []  # waiting for the operator's choice
         if self.budget is not None and (self._short_of_money or any(
                 m.release_reason.startswith("the budget") for m in self.machines.values())):
-            return [self._stop(f"the budget is spent: {self.remaining} task(s) did not run")]
+            spent = round(self._spent_under_budget(now), 6)  # money to the micro-dollar, not float noise
+            left = round(max(0.0, self.budget + self.cushion - spent), 6)
+            return [self._stop(f"the budget is spent: {spent:g} of {self.budget:g}"
+                               + (f" + cushion {self.cushion:g}" if self.cushion else "")
+                               + f" paid, {left:g} left does not pay the next ATU of any "
+                               f"machine; {self.remaining} task(s) did not run")]
         return [self._stop("no machines left to run the remaining tasks")]
 
     def _stop(self, reason: str) -> c.Finish:
@@ -744,6 +883,7 @@ class BatsCore(c.Core):
                                        for name, s in ((n, self._stats(n, now)) for n in self.estimates)}
         figures["tasks_at_plan"] = self.tasks_at_plan
         figures["reconfigurations"] = list(self.reconfigurations)
+        figures["killed"] = {"tasks": self.killed, "paid_s": round(self.killed_paid_s, 6)}
         if self.remaining:
             figures["tasks"]["not_run_ids"] = self.not_run()
         return figures

@@ -17,8 +17,14 @@ from ..planning.planner import DEFAULT_MAX_RAISE, Option
 @dataclass(frozen=True)
 class BatsSettings:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    monitor_interval_s: float = 300.0
+    monitor_interval_s: float = 300.0  # §3.1's re-planning interval
     release_margin_s: float = 60.0
+    # the config did not set the interval: the execution shortens it to a fraction of the chosen
+    # option's makespan, so that short ATUs still re-plan several times per run
+    monitor_interval_auto: bool = False
+    # how often the budget ceiling is checked (money is reserved up to the next check); None:
+    # min(monitor interval, max(shortest ATU, 5 s))
+    ceiling_interval_s: float | None = None
     budget: float | None = None  # given up front: implicit sampling, the budget covers everything
     cushion_accepted: bool = False  # with an up-front budget: may spend the rounding cushion too
     max_raise: float = DEFAULT_MAX_RAISE

@@ -309,7 +309,10 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
 def _solve(model: _Model, objective: np.ndarray, extra: list[LinearConstraint]):
     res = milp(objective, integrality=model.integral, bounds=Bounds(np.zeros(model.n_vars), model.upper),
                constraints=model.constraints() + extra, options=MIP_OPTIONS)
-    return res if res.status == 0 and res.x is not None else None
+    # scipy's statuses: 0 optimal, 1 stopped at the time (or node) limit, 2 infeasible, 3 unbounded.
+    # A limit reached with a feasible point found is a plan (within the gap, not proven optimal):
+    # only a proof (2) or no point at all means none is known.
+    return res if res.status in (0, 1) and res.x is not None else None
 
 
 def _plan(model: _Model, v: np.ndarray, n_tasks: int, tail_tasks: float) -> DeadlinePlan:

@@ -269,6 +269,7 @@ class _Columns:
     cut_off: np.ndarray
     spent: np.ndarray
     committed: np.ndarray
+    crossing: np.ndarray  # not marked, and its running task is expected to end past its edge less the margin
 
 
 def _assess(table: MachineTable, billings: Mapping[str, Billing], tau_e: TauE,
@@ -311,7 +312,9 @@ def _assess(table: MachineTable, billings: Mapping[str, Billing], tau_e: TauE,
     potential_terms = np.where(marked, 0.0, np.floor((atus_left * atu + leftover) * speed + _EPS))
     spent = atus_now * price
     committed = np.where(marked, spent, atus_end * price)
-    return _Columns(atu, price, min_charge, up, atus_now, speed, ft, potential_terms, cut_off, spent, committed)
+    crossing = ~marked & running & (up_e > atus_now * atu - release_margin_s)
+    return _Columns(atu, price, min_charge, up, atus_now, speed, ft, potential_terms, cut_off, spent, committed,
+                    crossing)
 
 
 def _as_table(machines: Sequence[MachineView] | MachineTable) -> MachineTable:
@@ -429,7 +432,8 @@ def plan_releases(
     *,
     spent_before: float = 0.0,
     release_margin_s: float = 0.0,
-    horizon_s: float = 0.0,
+    horizon_s: float | Mapping[str, float] = 0.0,
+    running_first: bool = False,
 ) -> ReleasePlan:
     """Which live machines keep going and which are let go before their next edge, so that the
     money spent plus the kept machines' next ATUs never exceeds budget + cushion.
@@ -437,7 +441,11 @@ def plan_releases(
     Rule (module docstring): cheapest per task first, each kept if its reservation still fits,
     released otherwise; machines marked for release are always released, and an ATU that costs
     nothing is always kept. ``horizon_s`` is the time to the next decision: every ATU a kept
-    machine starts within it (and the release margin) is reserved.
+    machine starts within it (and the release margin) is reserved; a mapping gives it per cluster
+    (0 where the ceiling is checked at every machine's edge less the margin). With ``running_first``, the
+    machines whose running task is expected to end past their edge less the margin (it was
+    handed out on the promise that the machine is renewed) come first, so that releasing a
+    machine cuts off a running task only when the money cannot keep even those.
     """
     table = _as_table(machines)
     spent = float(spent_before)
@@ -446,7 +454,11 @@ def plan_releases(
     cols = _assess(table, billings, tau_e, release_margin_s)
     spent += float(cols.spent.sum())
     money_left = budget + cushion - spent
-    ahead = np.maximum(cols.uptime_s + horizon_s + release_margin_s, cols.min_charge_s)
+    if isinstance(horizon_s, Mapping):
+        horizon = np.array([float(horizon_s.get(name, 0.0)) for name in table.clusters])[table.cluster_code]
+    else:
+        horizon = float(horizon_s)
+    ahead = np.maximum(cols.uptime_s + horizon + release_margin_s, cols.min_charge_s)
     atus_ahead = np.maximum(1.0, np.ceil(ahead / cols.atu_s - _EPS)) - cols.atus_now
     reservation = np.maximum(1.0, atus_ahead) * cols.price
     per_task = np.divide(cols.price, cols.atu_s * cols.speed, out=np.full(len(table), math.inf),
@@ -454,11 +466,12 @@ def plan_releases(
     edge = cols.atus_now * cols.atu_s
     release_at = np.maximum(cols.uptime_s, edge - release_margin_s)
     marked = table.marked_for_release
-    order = sorted((float(per_task[i]), table.machine[i], i) for i in np.flatnonzero(~marked).tolist())
+    first = cols.crossing if running_first else np.zeros(len(table), dtype=bool)
+    order = sorted((not first[i], float(per_task[i]), table.machine[i], i) for i in np.flatnonzero(~marked).tolist())
     reserved = 0.0
     keep: list[str] = []
     released = np.flatnonzero(marked).tolist()
-    for _per_task, name, i in order:
+    for _first, _per_task, name, i in order:
         cost = float(reservation[i])
         if cost == 0.0 or fits(reserved + cost, money_left):
             reserved += cost
