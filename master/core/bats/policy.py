@@ -68,13 +68,10 @@ unmarked and handed tasks at once.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
-
-import numpy as np
 
 from bats.common.config import ClusterConfig
 from bats.master import core as c
@@ -90,16 +87,13 @@ from ..planning.estimate import (
 from ..planning.ga import ga_front
 from ..planning.monitor import (
     Billing,
-    MachineTable,
-    ReleasePlan,
     TailEstimates,
-    check,
-    plan_releases,
 )
 from ..planning.planner import ClusterPlan, Option, Planner
 from ..view import CoreView
+from .execution import Execution, _affordable, _machines_text
 from .sampling import Sample
-from .settings import BatsSettings, Choice, option_record
+from .settings import EXECUTING, OFFERING, SAMPLING, BatsSettings, Choice, option_record
 
 __all__ = [
     "EXECUTING",
@@ -113,14 +107,12 @@ __all__ = [
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
 CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
-REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan this often
 HARD_GUARD_SHARE = 0.25  # a marked machine running a task stays until its edge less this share of the margin
 
 
-SAMPLING, OFFERING, EXECUTING = "sampling", "offering", "executing"
 
 
-class BatsCore(c.Core):
+class BatsCore(Execution):
     """The BaTS policy; see the module docstring."""
 
     name = "bats"
@@ -485,236 +477,6 @@ class BatsCore(c.Core):
             return []
         return self._start_execution(ev.now, ev.option, ev.cushion_accepted, keep_budget=False)
 
-    # ------------------------------------------------------------ phase 3: execution
-    def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
-                         keep_budget: bool) -> list[c.Action]:
-        self.phase = EXECUTING
-        self.execution_started_at = now
-        self.selected = option
-        self.cushion_accepted = cushion_accepted
-        if not keep_budget:
-            self.budget = option.budget
-        # an up-front budget is the whole money: any cushion the plan wants comes out of it
-        self.cushion = option.cushion if cushion_accepted and not keep_budget else 0.0
-        self._delta_n_allowed = max(0, option.delta_n) if cushion_accepted else 0
-        config = dict(option.machines)
-        if not cushion_accepted and option.rounding == "a":  # the raise was the cushion: not taken
-            planner = self._planner(self.tasks_at_plan or self.remaining)
-            plain = planner.fastest_within(option.budget)
-            if plain is not None and plain != config:
-                config = plain
-                estimate = planner.estimate(plain)
-                self.selected = dataclasses.replace(
-                    option, machines=estimate.machines, makespan_s=estimate.makespan_s,
-                    makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=0.0,
-                    delta_n=estimate.delta_n, rounding="")
-        self._last_monitor = self._last_ceiling = now
-        if self.settings.monitor_interval_auto and self.selected.makespan_s > 0:
-            self._monitor_s = min(self.settings.monitor_interval_s,
-                                  max(self._ceiling_s, self.selected.makespan_s / REPLANS_PER_MAKESPAN))
-        label = option.label if option.id == 0 else f"option {option.id} ({option.label})"
-        inside = (f" (its cushion {option.cushion:g} comes out of the budget)"
-                  if keep_budget and cushion_accepted and option.cushion else "")
-        actions: list[c.Action] = [Notify(f"executing {label}: {_machines_text(config)}, budget "
-                                          f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else "")
-                                          + inside)]
-        actions.extend(self._move_to(config, now))
-        actions.extend(self._enforce_budget(now))
-        actions.append(WakeAt(self._next_check(now)))  # the next check, on time
-        return actions
-
-    def _decision_point(self, m: c.Machine, now: float) -> float:
-        """The next moment the ceiling must decide whether ``m`` begins another ATU (its edge less
-        the margin); inf where its cluster is checked periodically instead."""
-        if m.release_at is not None or m.state is c.MachineState.GONE or self._horizons[m.cluster] > 0:
-            return math.inf
-        at = self._edge(m, now) - self.settings.release_margin_s
-        return at if at > now + 1e-9 else at + self.clusters[m.cluster].atu_s
-
-    def _next_check(self, now: float) -> float:
-        """When the next check is due: a machine's decision point, the periodic ceiling or the
-        plan's, whichever comes first."""
-        at = min(self._last_ceiling + self._ceiling_s, self._last_monitor + self._monitor_s,
-                 min((self._decision_point(m, now) for m in self.machines.values()), default=math.inf))
-        self._ceiling_at = at
-        return at
-
-    def _move_to(self, config: dict[str, int], now: float) -> list[c.Action]:
-        """Make ``config`` the plan: keep or acquire its machines, mark the others for release."""
-        self.config = dict(config)
-        estimate = self._planner(max(1, self.remaining)).estimate(config) if any(config.values()) else None
-        self._plan_end = {name: now + u * self.clusters[name].atu_s
-                          for name, u in (estimate.atus.items() if estimate else ())}
-        actions: list[c.Action] = []
-        for name in self.clusters:
-            want = config.get(name, 0)
-            live = self.live_machines(name)
-            kept = [m for m in live if m.release_at is None]
-            have = len(kept) + self._requested[name]
-            if have < want:
-                for m in sorted((m for m in live if m.release_at is not None), key=lambda m: -(m.release_at or 0)):
-                    if have >= want:
-                        break
-                    self._unmark(m)
-                    actions.extend(self._feed(m))  # it may have been left idle while marked
-                    have += 1
-                actions.extend(self._acquire(name, want - have, now))
-            elif have > want:
-                surplus = sorted(kept, key=lambda m: self._edge(m, now))[:have - want]
-                for m in surplus:
-                    actions.extend(self._mark(m, now, "the plan needs fewer machines of its cluster"))
-        return actions
-
-    def _acquire(self, name: str, n: int, now: float) -> list[c.Action]:
-        n = min(n, self.machines_allowed())
-        if n <= 0 or name not in self._active:
-            return []
-        reserve = self._reserve_new(name)
-        if reserve > 0 and self.budget is not None:
-            plan = self._release_plan(now)
-            affordable = max(0, math.floor((plan.money_left - plan.reserved) / reserve + 1e-9))
-            if affordable < n:
-                self._short_of_money = True
-            n = min(n, affordable)
-        if n <= 0:
-            return []
-        self._requested[name] += n
-        return [c.Acquire(name, n)]
-
-    def _reserve_new(self, name: str) -> float:
-        """What a machine of ``name`` acquired now must have reserved: every ATU it begins before
-        the next check can let it go (the horizon and margin ``plan_releases`` reserves for a kept one)."""
-        billing = self.billings[name]
-        return billing.price * billing.atus_paid(self._horizons[name] + self.settings.release_margin_s)
-
-    def _reserved_for_requested(self) -> float:
-        """The reservations of the machines asked for and not acquired yet."""
-        return sum(n * self._reserve_new(name) for name, n in self._requested.items() if n)
-
-    def _edge(self, m: c.Machine, now: float) -> float:
-        """When the machine's current ATU ends (absolute time)."""
-        return m.acquired_at + self.billings[m.cluster].paid_until(m.uptime(now))
-
-    def _mark(self, m: c.Machine, now: float, reason: str, *, wait_for_choice: bool = False) -> list[c.Action]:
-        edge = self._edge(m, now)
-        at = max(now, edge - self.settings.release_margin_s)
-        if wait_for_choice and at <= now + 1e-9:  # the option chosen may keep it: wait until just before its edge
-            at = max(now, edge - self._guard_s)
-        if m.release_at is not None and m.release_at <= at:
-            return []
-        m.release_at = at
-        m.release_reason = reason
-        self._marked[m.id] = m
-        self._release_edge[m.id] = edge
-        if at <= now + 1e-9:  # its edge is within the margin already: let go before this event ends
-            self._due_now = True
-        return [WakeAt(at)]
-
-    def _unmark(self, m: c.Machine) -> None:
-        m.release_at = None
-        m.release_reason = ""
-        self._marked.pop(m.id, None)
-        self._release_edge.pop(m.id, None)
-        self._held_to_edge.discard(m.id)
-
-    def _retire(self, machine: c.Machine, now: float, reason: str) -> None:
-        self._marked.pop(machine.id, None)
-        super()._retire(machine, now, reason)
-
-    def _gone_spent(self, now: float) -> float:
-        """``spent_before`` for the monitor, which prices a live machine's begun ATUs at its
-        cluster's price now: what the budget paid for machines no longer live, plus, after spot
-        price changes, the difference between what live machines' ATUs really cost and that."""
-        gone = 0.0
-        correction = 0.0
-        for m in self.machines.values():
-            if m.state is c.MachineState.GONE:
-                gone += self.machine_cost(m, now)[1]
-            elif m.cluster in self._price_log:
-                atus, cost = self.machine_cost(m, now)
-                correction += cost - atus * self.prices[m.cluster]
-        return gone + correction - self._sampling_not_budgeted()
-
-    def _tau_e(self) -> _TauE:
-        return _TauE(self.tail)
-
-    def _views(self, now: float) -> MachineTable:
-        """Every live machine as monitoring sees it, built straight into the monitor's columns
-        (one pass, the billing rule of ``atus_begun`` inlined per cluster)."""
-        names = list(self.clusters)
-        code_of = {name: k for k, name in enumerate(names)}
-        rules = [(cl.atu_s, cl.min_charge_s, self._plan_end.get(name, now)) for name, cl in self.clusters.items()]
-        ids, codes, ups, nts, rts, elapsed, lefts, marks = [], [], [], [], [], [], [], []
-        nan = math.nan
-        for m in self.machines.values():
-            if m.state is c.MachineState.GONE:
-                continue
-            code = code_of[m.cluster]
-            atu, min_charge, end = rules[code]
-            up = max(0.0, now - m.acquired_at)
-            edge = m.acquired_at + max(1, math.ceil(max(up, min_charge) / atu - 1e-9)) * atu
-            marked = m.release_at is not None
-            ids.append(m.id)
-            codes.append(code)
-            ups.append(up)
-            nts.append(m.nt)
-            rts.append(m.rt)
-            elapsed.append(now - m.running_since if m.held and m.running_since is not None else nan)
-            lefts.append(0 if marked else max(0, math.ceil((end - edge) / atu - 1e-9)))
-            marks.append(marked)
-        return MachineTable(tuple(ids), tuple(names), np.array(codes, dtype=np.intp), np.array(ups, dtype=float),
-                            np.array(nts, dtype=float), np.array(rts, dtype=float), np.array(elapsed, dtype=float),
-                            np.array(lefts, dtype=float), np.array(marks, dtype=bool))
-
-    def _tasks_not_started(self) -> int:
-        prefetched = sum(max(0, len(m.held) - 1) for m in self.live_machines())
-        return len(self._pending) + len(self._retry) + prefetched
-
-    def _monitor(self, now: float) -> list[c.Action]:
-        """§3.1 every monitoring interval: re-plan when N_e > N_p (+ dN), then keep to the budget."""
-        self._last_monitor = now
-        views: MachineTable | None = self._views(now)
-        assert views is not None
-        result = check(views, self._tasks_not_started(), self.billings, self._tau_e(),
-                       self._delta_n_allowed, spent_before=self._gone_spent(now),
-                       release_margin_s=self.settings.release_margin_s)
-        actions: list[c.Action] = []
-        if not result.ok:
-            money = (self.budget + self.cushion - result.spent) if self.budget is not None else math.inf
-            new = self._planner(self.remaining).fastest_within(max(0.0, money)) if money > 0 else None
-            if new is not None and new != self.config:
-                reason = f"N_e {result.n_e} > N_p {result.n_p}" + (
-                    f" + dN {self._delta_n_allowed}" if self._delta_n_allowed else "")
-                self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason,
-                                              "machines": dict(new)})
-                actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
-                actions.extend(self._move_to(new, now))
-                views = None  # machines were marked or unmarked
-        actions.extend(self._enforce_budget(now, views))
-        actions.append(WakeAt(self._next_check(now)))  # the next check, on time
-        return actions
-
-    def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:
-        """plan_releases with money reserved up to the next ceiling check (plus the margin)."""
-        assert self.budget is not None
-        return plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
-                             self.budget - self._reserved_for_requested(), self.cushion,
-                             spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
-                             horizon_s=self._horizons, running_first=True)
-
-    def _enforce_budget(self, now: float, views: MachineTable | None = None) -> list[c.Action]:
-        """Mark every machine whose next ATU(s) the money left cannot pay (plan_releases)."""
-        self._last_ceiling = now
-        if self.budget is None:
-            return []
-        plan = self._release_plan(now, views)
-        actions: list[c.Action] = []
-        for due in plan.release:
-            m = self.machines[due.machine]
-            if m.release_at is None:
-                actions.extend(self._mark(m, now, "the budget cannot pay its next ATU"))
-        return actions
-
     # ------------------------------------------------------------ time
     def _on_tick(self, ev: c.Tick) -> list[c.Action]:
         now = ev.now
@@ -887,43 +649,3 @@ class BatsCore(c.Core):
         if self.remaining:
             figures["tasks"]["not_run_ids"] = self.not_run()
         return figures
-
-
-class _TauE:
-    """tau_e for monitoring: the sample tail of a cluster that has one, else the elapsed time."""
-
-    def __init__(self, tail: TailEstimates | None) -> None:
-        self.tail = tail
-
-    def _known(self, cluster: str) -> bool:
-        return self.tail is not None and cluster in self.tail.sorted_samples
-
-    def __call__(self, cluster: str, elapsed: float) -> float:
-        return self.tail(cluster, elapsed) if self._known(cluster) else max(float(elapsed), 0.0)  # type: ignore[misc]
-
-    def many(self, cluster: str, elapsed: np.ndarray) -> np.ndarray:
-        if self._known(cluster):
-            return self.tail.many(cluster, elapsed)  # type: ignore[union-attr]
-        return np.maximum(np.asarray(elapsed, dtype=float), 0.0)
-
-
-def _machines_text(config: Mapping[str, int]) -> str:
-    return ", ".join(f"{n} x {name}" for name, n in config.items() if n) or "no machines"
-
-
-def _affordable(counts: dict[str, int], costs: Mapping[str, float], budget: float) -> dict[str, int]:
-    """Up to ``counts`` machines per cluster whose ``costs`` (the ATUs each begins before the first
-    check) fit ``budget``, one per cluster per round so that every cluster gets sampled if the money
-    allows it."""
-    given = {name: 0 for name in counts}
-    left = budget
-    progress = True
-    while progress:
-        progress = False
-        for name, n in counts.items():
-            cost = costs[name]
-            if given[name] < n and cost <= left + 1e-9:
-                given[name] += 1
-                left -= cost
-                progress = True
-    return given

@@ -13,6 +13,8 @@ from bats.common.config import SamplingConfig
 
 from ..planning.planner import DEFAULT_MAX_RAISE, Option
 
+SAMPLING, OFFERING, EXECUTING = "sampling", "offering", "executing"  # the phases of a BaTS run
+
 
 @dataclass(frozen=True)
 class BatsSettings:
