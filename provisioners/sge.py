@@ -4,9 +4,9 @@ How this works. See :mod:`bats.provisioners.batch` for the shared part. Here: ``
 submits the job script from stdin (``-S /bin/sh``, ``-N bats-RUN-MACHINE``, output joined into
 ``log_dir/MACHINE.log`` or /dev/null) with the cluster's ``queue`` (``-q``), ``project`` (``-P``),
 ``resources`` (``-l``) and any ``qsub_args``; ``qdel`` cancels; ``qstat -xml`` lists this user's
-jobs, and each job's ``<state>`` code (a combination of the letters d(eleted), E(rror), h(old),
-r(unning), R(estarted), s/S/T (suspended), t(ransferring), q(ueued), w(aiting)) maps to a
-:class:`MachineState` through ``_STATES``.
+jobs (read by :mod:`bats.provisioners.qstat`, as are the queue's offers), and each job's ``<state>``
+code (a combination of the letters d(eleted), E(rror), h(old), r(unning), R(estarted), s/S/T
+(suspended), t(ransferring), q(ueued), w(aiting)) maps to a :class:`MachineState` through ``_STATES``.
 
 Grid Engine's job environment is not the submitter's: ``worker`` should be an absolute path (or on
 the execution hosts' default PATH). The master needs the same environment as any ``qsub`` there
@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import logging
 from typing import ClassVar
-from xml.etree import ElementTree
 
 from bats.common.config import OptionSpec
 from bats.provisioners.base import MachineHandle, MachineState, ProvisionerError
 from bats.provisioners.batch import BatchProvisioner
 from bats.provisioners.commands import COMMON_OPTIONS
+
+from . import qstat
 
 log = logging.getLogger(__name__)
 
@@ -79,21 +80,19 @@ class SgeProvisioner(BatchProvisioner):
     def _query_argv(self) -> list[str]:
         return ["qstat", "-xml"]
 
-    def _parse_query(self, stdout: str, field: str = "state") -> dict[str, str]:
-        """Job number -> ``field`` (``state``, or ``JB_name``) of each job ``qstat -xml`` lists."""
+    def _jobs(self, stdout: str) -> list[qstat.QstatJob]:
         try:
-            root = ElementTree.fromstring(stdout)
-        except ElementTree.ParseError as exc:
-            raise ProvisionerError(f"cluster {self.cluster.name}: qstat -xml printed no valid XML: {exc}") from None
-        jobs = {}
-        for job in root.iter("job_list"):
-            number, value = job.findtext("JB_job_number"), job.findtext(field)
-            if number and value:
-                jobs[number.strip()] = value.strip()
-        return jobs
+            return qstat.jobs(stdout)
+        except qstat.QstatError as exc:
+            raise ProvisionerError(f"cluster {self.cluster.name}: {exc}") from None
+
+    def _parse_query(self, stdout: str) -> dict[str, str]:
+        """Job number -> state code of each job ``qstat -xml`` lists."""
+        return {job.number: job.state for job in self._jobs(stdout) if job.number and job.state}
 
     def _job_names(self) -> dict[str, str]:
-        return self._parse_query(self._run(self._query_argv()).stdout, "JB_name")
+        return {job.number: job.name for job in self._jobs(self._run(self._query_argv()).stdout)
+                if job.number and job.name}
 
     def offers(self, tasks: int, task_runtime_s: float, deadline_s: float) -> list[tuple[int, float]] | None:
         """Seed 002 §III-A offers from the real queue: every user's jobs (``qstat -xml -r -u *``)
@@ -101,18 +100,14 @@ class SgeProvisioner(BatchProvisioner):
         (:func:`bats.provisioners.sge_offers.offers_from_qstat`). None when the queue cannot be read."""
         from datetime import datetime
 
-        from bats.provisioners.sge_offers import (
-            QstatError,
-            free_slots_from_gc,
-            offers_from_qstat,
-        )
+        from .sge_offers import offers_from_qstat
 
         try:
-            jobs = self._run(["qstat", "-xml", "-r", "-u", "*"]).stdout
-            free = free_slots_from_gc(self._run(["qstat", "-g", "c"]).stdout, self.cluster.options.get("queue"))
-            found = offers_from_qstat(jobs, free_slots=free, now=datetime.now(), tasks=tasks,
+            listing = self._run(["qstat", "-xml", "-r", "-u", "*"]).stdout
+            free = qstat.free_slots_from_gc(self._run(["qstat", "-g", "c"]).stdout, self.cluster.options.get("queue"))
+            found = offers_from_qstat(listing, free_slots=free, now=datetime.now(), tasks=tasks,
                                       task_runtime_s=task_runtime_s, deadline_s=deadline_s, pool=self.cluster.name)
-        except (ProvisionerError, QstatError) as exc:
+        except (ProvisionerError, qstat.QstatError) as exc:
             log.warning("cluster %s: no offers: %s", self.cluster.name, exc)
             return None
         return [(o.tasks, o.completion) for o in found]

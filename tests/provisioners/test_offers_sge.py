@@ -1,4 +1,4 @@
-"""provisioners/sge_offers.py: an SGE queue's offers (seed 002 §III-A) from recorded ``qstat`` output."""
+"""provisioners/sge_offers.py and qstat.py: an SGE queue's offers (seed 002 §III-A) from recorded ``qstat`` output."""
 
 from __future__ import annotations
 
@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 
 from bats.master.core.offers.compose import Offer
-from bats.provisioners.sge_offers import (
-    QstatError,
-    array_count,
-    free_slots_from_gc,
-    offers_from_qstat,
-    parse_h_rt,
-    queue_jobs,
-)
+from bats.provisioners.qstat import QstatError, array_count, free_slots_from_gc, parse_h_rt
+from bats.provisioners.sge_offers import offers_from_qstat, queue_jobs
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NOW = datetime(2026, 11, 22, 11, 10, 0)
@@ -59,7 +53,7 @@ def test_free_slots_and_small_parsers():
         free_slots_from_gc(text, "gpu.q")
     assert parse_h_rt("3600") == 3600 and parse_h_rt("1:30:00") == 5400 and parse_h_rt("90:00") == 5400
     assert array_count("1-10:2") == 5 and array_count("7") == 1 and array_count("3,5-6") == 3
-    with pytest.raises(QstatError, match="not XML"):
+    with pytest.raises(QstatError, match="qstat -xml printed no valid XML"):
         queue_jobs("<job_info>", NOW)
     with pytest.raises(QstatError, match="h_rt"):
         parse_h_rt("soon")
