@@ -3,7 +3,7 @@
 A provisioner serves one cluster. The master calls :meth:`acquire` to start ``n`` machines, each
 of which runs :meth:`Provisioner.bootstrap_argv` (``bats-worker --master … --token …``) and joins
 over ZeroMQ; :meth:`release` gives machines back; :meth:`status` maps each back end's native
-states onto :class:`MachineState` through a table, the way Parsl's providers do. The bootstrap
+states onto :class:`NodeState` through a table, the way Parsl's providers do. The bootstrap
 carries the master's CurveZMQ public key (``--server-key``) unless the master runs ``--insecure``.
 
 Each back end talks to the outside world through one method (``_spawn`` for local processes,
@@ -39,7 +39,10 @@ from typing import Any, ClassVar
 from bats.common.config import ClusterConfig, OptionSpec
 
 
-class MachineState(enum.Enum):
+class NodeState(enum.Enum):
+    """A machine's state as its back end reports it (``status``), each back end's native states mapped
+    onto these; the core's own bookkeeping of a machine is ``bats.master.core.MachineState``."""
+
     BOOTING = "booting"  # asked for, not yet running (includes queue wait on a batch system)
     RUNNING = "running"
     GONE = "gone"  # terminated, exited or released
@@ -161,7 +164,7 @@ class Provisioner(ABC):
         """Give the machines back (terminate, cancel, stop the worker)."""
 
     @abstractmethod
-    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
+    def status(self, handles: list[MachineHandle]) -> dict[str, NodeState]:
         """The state of each machine, by machine id."""
 
     def offers(self, tasks: int, task_runtime_s: float, deadline_s: float) -> list[tuple[int, float]] | None:

@@ -6,7 +6,7 @@ the submit command (``qsub``/``sbatch``) through :meth:`_run`; the job id the sc
 the handle's ``native_id``. :meth:`release` cancels the jobs (``qdel``/``scancel``; a job that has
 already ended is not an error). :meth:`status` asks the scheduler for this user's jobs in a
 background :class:`~bats.provisioners.commands.Probe` round (at most every ``poll_interval``) and
-maps each job's native state to a :class:`MachineState` through the subclass's ``STATES`` table: a
+maps each job's native state to a :class:`NodeState` through the subclass's ``STATES`` table: a
 job still waiting in the queue is ``BOOTING`` (queue wait is start-up time, as when seed 000 §4
 emulated clouds through SGE), a job in an error state is ``FAILED``, a job the scheduler no longer
 lists has ended and is ``GONE``; the master then counts the machine lost and re-queues its task.
@@ -32,7 +32,7 @@ from bats.common.config import ClusterConfig
 from bats.provisioners.base import (
     Bootstrap,
     MachineHandle,
-    MachineState,
+    NodeState,
     ProvisionerConfigError,
     ProvisionerError,
 )
@@ -46,8 +46,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 class BatchProvisioner(CommandProvisioner):
     """One worker job per machine on a batch scheduler; see the module docstring."""
 
-    #: the scheduler's job states (as its status command prints them) -> MachineState
-    STATES: ClassVar[dict[str, MachineState]] = {}
+    #: the scheduler's job states (as its status command prints them) -> NodeState
+    STATES: ClassVar[dict[str, NodeState]] = {}
     #: what the cancel command says about a job that has already ended (not an error on release)
     ALREADY_GONE: ClassVar[tuple[str, ...]] = ()
 
@@ -149,17 +149,17 @@ class BatchProvisioner(CommandProvisioner):
                 raise ProvisionerError(f"cluster {self.cluster.name}: cancelling job(s) {', '.join(ids)} failed "
                                        f"(exit {proc.returncode}): {one_line(said) or 'no message'}")
 
-    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
+    def status(self, handles: list[MachineHandle]) -> dict[str, NodeState]:
         self._probe.poke()
         latest = self._probe.latest()
         states = {}
         for handle in handles:
             if latest is None or not seen_by(handle, latest[0]):
-                states[handle.machine_id] = MachineState.UNKNOWN
+                states[handle.machine_id] = NodeState.UNKNOWN
                 continue
             native = latest[1].get(handle.native_id)
-            states[handle.machine_id] = (MachineState.GONE if native is None
-                                         else self.STATES.get(native, MachineState.UNKNOWN))
+            states[handle.machine_id] = (NodeState.GONE if native is None
+                                         else self.STATES.get(native, NodeState.UNKNOWN))
         return states
 
     def _query(self) -> dict[str, str]:

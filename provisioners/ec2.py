@@ -13,7 +13,7 @@ Every instance is tagged with the run, cluster, machine id and session
 spot requests by those tags and terminates or cancels them: ``bats-master cleanup`` and every
 ``--resume`` use it. :meth:`~Ec2Provisioner.release` terminates at once (the master decides when:
 just before an ATU edge); :meth:`~Ec2Provisioner.status` maps EC2's instance and spot request
-states onto :class:`MachineState` through :data:`INSTANCE_STATES` and :data:`REQUEST_STATES`.
+states onto :class:`NodeState` through :data:`INSTANCE_STATES` and :data:`REQUEST_STATES`.
 
 For a spot cluster, :meth:`~Ec2Provisioner.price_now` reads ``describe_spot_price_history`` every
 ``price_poll``: the latest price in ``zone`` (else the subnet's zone, else the dearest zone, so a
@@ -40,25 +40,25 @@ from typing import Any, ClassVar
 
 from bats.common.config import ClusterConfig, OptionSpec
 from bats.provisioners import cloud
-from bats.provisioners.base import MachineHandle, MachineState, Provisioner, ProvisionerError
+from bats.provisioners.base import MachineHandle, NodeState, Provisioner, ProvisionerError
 
 log = logging.getLogger(__name__)
 
 INSTANCE_STATES = {
-    "pending": MachineState.BOOTING,
-    "running": MachineState.RUNNING,
-    "shutting-down": MachineState.GONE,
-    "terminated": MachineState.GONE,
-    "stopping": MachineState.GONE,
-    "stopped": MachineState.GONE,
+    "pending": NodeState.BOOTING,
+    "running": NodeState.RUNNING,
+    "shutting-down": NodeState.GONE,
+    "terminated": NodeState.GONE,
+    "stopping": NodeState.GONE,
+    "stopped": NodeState.GONE,
 }
 # a spot request without an instance yet
 REQUEST_STATES = {
-    "open": MachineState.BOOTING,
-    "active": MachineState.BOOTING,  # fulfilled: the instance's own state is what counts
-    "closed": MachineState.GONE,
-    "cancelled": MachineState.GONE,
-    "failed": MachineState.FAILED,
+    "open": NodeState.BOOTING,
+    "active": NodeState.BOOTING,  # fulfilled: the instance's own state is what counts
+    "closed": NodeState.GONE,
+    "cancelled": NodeState.GONE,
+    "failed": NodeState.FAILED,
 }
 SPOT_APIS = ("run_instances", "request_spot_instances")
 LAUNCH_THREADS = 8
@@ -273,8 +273,8 @@ class Ec2Provisioner(Provisioner):
         found = answer.get("SpotInstanceRequests") or [{}]
         return found[0].get("InstanceId")
 
-    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
-        states: dict[str, MachineState] = {}
+    def status(self, handles: list[MachineHandle]) -> dict[str, NodeState]:
+        states: dict[str, NodeState] = {}
         waiting = [h for h in handles if not h.native_id and h.data.get("request")]
         if waiting:
             answer = self._call("describe_spot_instance_requests",
@@ -288,7 +288,7 @@ class Ec2Provisioner(Provisioner):
                 elif request.get("InstanceId"):
                     self._fulfilled(handle, request["InstanceId"])
                 else:
-                    states[handle.machine_id] = REQUEST_STATES.get(request.get("State", ""), MachineState.UNKNOWN)
+                    states[handle.machine_id] = REQUEST_STATES.get(request.get("State", ""), NodeState.UNKNOWN)
         known = [h for h in handles if h.native_id]
         if known:
             seen = self._instance_states([h.native_id for h in known])
@@ -297,7 +297,7 @@ class Ec2Provisioner(Provisioner):
                 if state is None:
                     states[handle.machine_id] = self._missing(handle)
                 else:
-                    states[handle.machine_id] = INSTANCE_STATES.get(state, MachineState.UNKNOWN)
+                    states[handle.machine_id] = INSTANCE_STATES.get(state, NodeState.UNKNOWN)
         return states
 
     def _instance_states(self, ids: list[str]) -> dict[str, str]:
@@ -312,9 +312,9 @@ class Ec2Provisioner(Provisioner):
         self._states = (now, states)
         return states
 
-    def _missing(self, handle: MachineHandle) -> MachineState:
+    def _missing(self, handle: MachineHandle) -> NodeState:
         young = time.time() - handle.data.get("launched_at", 0.0) < NOT_FOUND_GRACE_S
-        return MachineState.UNKNOWN if young else MachineState.GONE
+        return NodeState.UNKNOWN if young else NodeState.GONE
 
     def _instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Every instance matching ``filters``, over all pages."""

@@ -23,7 +23,7 @@ import time
 from typing import ClassVar
 
 from bats.common.config import OptionSpec
-from bats.provisioners.base import MachineHandle, MachineState, ProvisionerError
+from bats.provisioners.base import MachineHandle, NodeState, ProvisionerError
 from bats.provisioners.local import LocalProvisioner
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class FlakyProvisioner(LocalProvisioner):
             return
         super().release(handles)
 
-    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
+    def status(self, handles: list[MachineHandle]) -> dict[str, NodeState]:
         self._maybe_fail("status")
         return super().status(handles)
 

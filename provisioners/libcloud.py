@@ -16,7 +16,7 @@ The user data (:mod:`bats.provisioners.cloud`) goes in the keyword ``userdata_ar
 Nodes are named ``bats-RUN-MACHINE``, so whatever tags a cloud keeps, :meth:`cleanup` finds a
 run's nodes of a cluster by their tags or, failing that, their names. :meth:`release` destroys
 the node; :meth:`status` lists nodes at most every ``status_poll`` and maps Libcloud's
-``NodeState`` onto :class:`MachineState` through :data:`NODE_STATES`. Refusals (rate limits,
+``NodeState`` onto :class:`NodeState` through :data:`NODE_STATES`. Refusals (rate limits,
 capacity, quotas) are retried with backoff and, when persistent, lower ``usable_max``, as for ec2.
 
 Every driver call goes through :meth:`LibcloudProvisioner._api`, so tests point it at moto's EC2
@@ -34,27 +34,27 @@ from typing import Any, ClassVar
 
 from bats.common.config import ClusterConfig, OptionSpec
 from bats.provisioners import cloud
-from bats.provisioners.base import MachineHandle, MachineState, Provisioner, ProvisionerError
+from bats.provisioners.base import MachineHandle, NodeState, Provisioner, ProvisionerError
 
 log = logging.getLogger(__name__)
 
 # libcloud.compute.types.NodeState values (strings since Libcloud 2.0)
 NODE_STATES = {
-    "running": MachineState.RUNNING,
-    "pending": MachineState.BOOTING,
-    "starting": MachineState.BOOTING,
-    "rebooting": MachineState.BOOTING,
-    "reconfiguring": MachineState.RUNNING,
-    "migrating": MachineState.RUNNING,
-    "updating": MachineState.RUNNING,
-    "normal": MachineState.RUNNING,
-    "stopping": MachineState.GONE,
-    "stopped": MachineState.GONE,
-    "suspended": MachineState.GONE,
-    "paused": MachineState.GONE,
-    "terminated": MachineState.GONE,
-    "error": MachineState.FAILED,
-    "unknown": MachineState.UNKNOWN,
+    "running": NodeState.RUNNING,
+    "pending": NodeState.BOOTING,
+    "starting": NodeState.BOOTING,
+    "rebooting": NodeState.BOOTING,
+    "reconfiguring": NodeState.RUNNING,
+    "migrating": NodeState.RUNNING,
+    "updating": NodeState.RUNNING,
+    "normal": NodeState.RUNNING,
+    "stopping": NodeState.GONE,
+    "stopped": NodeState.GONE,
+    "suspended": NodeState.GONE,
+    "paused": NodeState.GONE,
+    "terminated": NodeState.GONE,
+    "error": NodeState.FAILED,
+    "unknown": NodeState.UNKNOWN,
 }
 _TAG_PLACES = ("tags", "metadata", "labels")  # where drivers put a node's tags in ``node.extra``
 
@@ -244,16 +244,16 @@ class LibcloudProvisioner(Provisioner):
             self._listing = (now, nodes)
         return nodes
 
-    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
+    def status(self, handles: list[MachineHandle]) -> dict[str, NodeState]:
         nodes = self._nodes()
         states = {}
         for handle in handles:
             node = nodes.get(handle.native_id)
             if node is None:
                 young = time.time() - handle.data.get("launched_at", 0.0) < 120.0
-                states[handle.machine_id] = MachineState.UNKNOWN if young else MachineState.GONE
+                states[handle.machine_id] = NodeState.UNKNOWN if young else NodeState.GONE
             else:
-                states[handle.machine_id] = NODE_STATES.get(str(node.state).lower(), MachineState.UNKNOWN)
+                states[handle.machine_id] = NODE_STATES.get(str(node.state).lower(), NodeState.UNKNOWN)
         return states
 
     def cleanup(self) -> dict[str, str]:
@@ -262,7 +262,7 @@ class LibcloudProvisioner(Provisioner):
                                   rf"({re.escape(self.cluster.name)}-s\d+-\d+)")
         found: dict[str, str] = {}
         for node_id, node in self._nodes(fresh=True).items():
-            if NODE_STATES.get(str(node.state).lower()) is MachineState.GONE:
+            if NODE_STATES.get(str(node.state).lower()) is NodeState.GONE:
                 continue
             tags = next((t for t in (node.extra.get(p) for p in _TAG_PLACES) if isinstance(t, dict)), {})
             if tags.get(cloud.TAG_RUN) == self.bootstrap.run_id and tags.get(cloud.TAG_CLUSTER) == self.cluster.name:

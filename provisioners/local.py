@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import IO, ClassVar
 
 from bats.common.config import ClusterConfig, OptionSpec
-from bats.provisioners.base import MachineHandle, MachineState, Provisioner
+from bats.provisioners.base import MachineHandle, NodeState, Provisioner
 
 log = logging.getLogger(__name__)
 
 # Popen.poll() answers None while the process runs and its exit code afterwards.
-_STATES: dict[int | None, MachineState] = {None: MachineState.RUNNING}
+_STATES: dict[int | None, NodeState] = {None: NodeState.RUNNING}
 
 
 class LocalProvisioner(Provisioner):
@@ -119,12 +119,12 @@ class LocalProvisioner(Provisioner):
                 except ProcessLookupError:
                     pass
 
-    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
+    def status(self, handles: list[MachineHandle]) -> dict[str, NodeState]:
         states = {}
         for handle in handles:
             proc = self._procs.get(handle.machine_id)
             code = proc.poll() if proc is not None else -1
-            states[handle.machine_id] = _STATES.get(code, MachineState.GONE)
+            states[handle.machine_id] = _STATES.get(code, NodeState.GONE)
         return states
 
     def close(self) -> None:

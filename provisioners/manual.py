@@ -32,7 +32,7 @@ from bats.common.config import ClusterConfig, OptionSpec
 from bats.provisioners.base import (
     Bootstrap,
     MachineHandle,
-    MachineState,
+    NodeState,
     Provisioner,
     ProvisionerConfigError,
 )
@@ -130,8 +130,8 @@ class ManualProvisioner(Provisioner):
         for name in [w for w, s in self._taken.items() if s.machine_id in ids]:
             del self._taken[name]
 
-    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
+    def status(self, handles: list[MachineHandle]) -> dict[str, NodeState]:
         taken = {s.machine_id for s in self._taken.values()}
-        return {h.machine_id: MachineState.GONE if h.machine_id in self._released
-                else MachineState.RUNNING if h.machine_id in taken else MachineState.BOOTING
+        return {h.machine_id: NodeState.GONE if h.machine_id in self._released
+                else NodeState.RUNNING if h.machine_id in taken else NodeState.BOOTING
                 for h in handles}

@@ -6,7 +6,7 @@ submits the job script from stdin (``-S /bin/sh``, ``-N bats-RUN-MACHINE``, outp
 ``resources`` (``-l``) and any ``qsub_args``; ``qdel`` cancels; ``qstat -xml`` lists this user's
 jobs (read by :mod:`bats.provisioners.qstat`, as are the queue's offers), and each job's ``<state>``
 code (a combination of the letters d(eleted), E(rror), h(old), r(unning), R(estarted), s/S/T
-(suspended), t(ransferring), q(ueued), w(aiting)) maps to a :class:`MachineState` through ``_STATES``.
+(suspended), t(ransferring), q(ueued), w(aiting)) maps to a :class:`NodeState` through ``_STATES``.
 
 Grid Engine's job environment is not the submitter's: ``worker`` should be an absolute path (or on
 the execution hosts' default PATH). The master needs the same environment as any ``qsub`` there
@@ -19,7 +19,7 @@ import logging
 from typing import ClassVar
 
 from bats.common.config import OptionSpec
-from bats.provisioners.base import MachineHandle, MachineState, ProvisionerError
+from bats.provisioners.base import MachineHandle, NodeState, ProvisionerError
 from bats.provisioners.batch import BatchProvisioner
 from bats.provisioners.commands import COMMON_OPTIONS
 
@@ -27,9 +27,9 @@ from . import qstat
 
 log = logging.getLogger(__name__)
 
-B, R, G, F, U = (MachineState.BOOTING, MachineState.RUNNING, MachineState.GONE, MachineState.FAILED,
-                 MachineState.UNKNOWN)
-_STATES: dict[str, MachineState] = {
+B, R, G, F, U = (NodeState.BOOTING, NodeState.RUNNING, NodeState.GONE, NodeState.FAILED,
+                 NodeState.UNKNOWN)
+_STATES: dict[str, NodeState] = {
     # waiting in the queue, held, being sent to a host: still starting up
     "qw": B, "hqw": B, "hRwq": B, "Rq": B, "t": B, "Rt": B,
     "r": R, "Rr": R,

@@ -5,7 +5,7 @@ How this works. See :mod:`bats.provisioners.batch` for the shared part. Here: ``
 ``log_dir/MACHINE.log`` or /dev/null) with the cluster's ``partition``, ``account``, ``qos``,
 ``time_limit`` and any ``sbatch_args``; ``scancel`` cancels; ``squeue --states=all`` lists this
 user's jobs with their state names (``PENDING``, ``RUNNING``, ``NODE_FAIL`` …), mapped to a
-:class:`MachineState` through ``_STATES``. A job that finished long ago drops out of ``squeue``
+:class:`NodeState` through ``_STATES``. A job that finished long ago drops out of ``squeue``
 and counts as ``GONE``.
 
 ``sbatch`` passes the submitter's environment to the job, so a ``worker`` on the master's PATH
@@ -19,13 +19,13 @@ import math
 from typing import ClassVar
 
 from bats.common.config import OptionSpec
-from bats.provisioners.base import MachineHandle, MachineState, ProvisionerError
+from bats.provisioners.base import MachineHandle, NodeState, ProvisionerError
 from bats.provisioners.batch import BatchProvisioner
 from bats.provisioners.commands import COMMON_OPTIONS
 
-B, R, G, F, U = (MachineState.BOOTING, MachineState.RUNNING, MachineState.GONE, MachineState.FAILED,
-                 MachineState.UNKNOWN)
-_STATES: dict[str, MachineState] = {
+B, R, G, F, U = (NodeState.BOOTING, NodeState.RUNNING, NodeState.GONE, NodeState.FAILED,
+                 NodeState.UNKNOWN)
+_STATES: dict[str, NodeState] = {
     # waiting for resources, nodes booting, put back in the queue: still starting up
     "PENDING": B, "CONFIGURING": B, "REQUEUED": B, "REQUEUE_HOLD": B, "REQUEUE_FED": B, "RESV_DEL_HOLD": B,
     "RUNNING": R, "RESIZING": R, "SIGNALING": R,

@@ -44,7 +44,7 @@ from bats.common.textfiles import UnreadableText, read_utf8
 from bats.provisioners.base import (
     Bootstrap,
     MachineHandle,
-    MachineState,
+    NodeState,
     ProvisionerConfigError,
     ProvisionerError,
 )
@@ -317,24 +317,24 @@ class SshProvisioner(CommandProvisioner):
         if errors:
             raise ProvisionerError("; ".join(errors))
 
-    def status(self, handles: list[MachineHandle]) -> dict[str, MachineState]:
+    def status(self, handles: list[MachineHandle]) -> dict[str, NodeState]:
         self._probe.poke()
         latest = self._probe.latest()
         states = {}
         for handle in handles:
             host = self._on.get(handle.machine_id)
             if host is None:
-                states[handle.machine_id] = MachineState.GONE
+                states[handle.machine_id] = NodeState.GONE
                 continue
             if latest is None or not seen_by(handle, latest[0]) or host.label not in latest[1]:
-                states[handle.machine_id] = MachineState.UNKNOWN
+                states[handle.machine_id] = NodeState.UNKNOWN
                 continue
             alive = latest[1][host.label]
             if alive is None:
-                states[handle.machine_id] = (MachineState.FAILED if self._unanswered[host.label] >= LOST_AFTER
-                                             else MachineState.UNKNOWN)
+                states[handle.machine_id] = (NodeState.FAILED if self._unanswered[host.label] >= LOST_AFTER
+                                             else NodeState.UNKNOWN)
             else:
-                states[handle.machine_id] = MachineState.RUNNING if handle.machine_id in alive else MachineState.GONE
+                states[handle.machine_id] = NodeState.RUNNING if handle.machine_id in alive else NodeState.GONE
         return states
 
     def cleanup(self) -> dict[str, str]:

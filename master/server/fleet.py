@@ -28,7 +28,7 @@ from bats.common.protocol import encode
 from bats.master import core as c
 from bats.master.driver import carries_out
 from bats.master.state.journal import Journal
-from bats.provisioners.base import MachineHandle, MachineState, Provisioner
+from bats.provisioners.base import MachineHandle, NodeState, Provisioner
 
 from .calls import Calls, Outcome
 
@@ -252,7 +252,7 @@ class Fleet:
             machine = self.core.machines.get(machine_id)
             if machine is None or machine.state is c.MachineState.GONE:
                 continue  # lost or released since the query was sent
-            if state in (MachineState.GONE, MachineState.FAILED):
+            if state in (NodeState.GONE, NodeState.FAILED):
                 peer = self.peer_of.get(machine_id)
                 if peer is not None:
                     self._forget(peer)

@@ -31,7 +31,7 @@ from bats import provisioners
 from bats.common.config import ClusterConfig, ConfigError
 from bats.master import core as c
 from bats.master.cli.args import load_cluster_config
-from bats.provisioners.base import Bootstrap, MachineState
+from bats.provisioners.base import Bootstrap, NodeState
 from bats.provisioners.cloud import ApiRefused, call_with_retries, worker_command
 from bats.provisioners.ec2 import Ec2Provisioner
 
@@ -77,9 +77,9 @@ def test_on_demand_instances_are_tagged_start_the_worker_and_terminate_on_releas
         argv = worker_command(user_data(aws, h.native_id))
         assert argv[0] == "bats-worker" and argv[argv.index("--token") + 1] == h.token
         assert argv[argv.index("--machine") + 1] == h.machine_id and "--spot-notice" not in argv
-    assert set(p.status(handles).values()) == {MachineState.RUNNING}
+    assert set(p.status(handles).values()) == {NodeState.RUNNING}
     p.release(handles[:1])
-    assert p.status(handles) == {handles[0].machine_id: MachineState.GONE, handles[1].machine_id: MachineState.RUNNING}
+    assert p.status(handles) == {handles[0].machine_id: NodeState.GONE, handles[1].machine_id: NodeState.RUNNING}
     assert p.price_now() is None  # on-demand: no price feed
 
 
@@ -96,7 +96,7 @@ def test_spot_through_instance_market_options_and_through_spot_requests(aws):
     q = make(aws, name="req", market="spot", spot_api="request_spot_instances")
     (r,) = q.acquire(1)
     assert r.data["request"].startswith("sir-") and r.native_id
-    assert q.status([r]) == {r.machine_id: MachineState.RUNNING}
+    assert q.status([r]) == {r.machine_id: NodeState.RUNNING}
     assert tags(instances(aws)[r.native_id])["bats:machine"] == r.machine_id
     q.release([r])
     assert instances(aws)[r.native_id]["State"]["Name"] == "terminated"

@@ -23,7 +23,7 @@ from helpers.runs import results
 
 from bats.common.config import ClusterConfig, ConfigError
 from bats.master.cli.args import load_cluster_config
-from bats.provisioners.base import Bootstrap, MachineState
+from bats.provisioners.base import Bootstrap, NodeState
 from bats.provisioners.cloud import ApiRefused, error_code, worker_command
 from bats.provisioners.libcloud import LibcloudProvisioner
 
@@ -74,9 +74,9 @@ def test_nodes_carry_user_data_and_tags_and_are_destroyed_on_release(aws):
                                   "bats:cluster": "lc", "bats:machine": h.machine_id, "bats:session": "1"}
         argv = worker_command(user_data(aws, h.native_id))
         assert argv[argv.index("--token") + 1] == h.token
-    assert set(p.status(handles).values()) == {MachineState.RUNNING}
+    assert set(p.status(handles).values()) == {NodeState.RUNNING}
     p.release(handles[:1])
-    assert p.status(handles)[handles[0].machine_id] is MachineState.GONE
+    assert p.status(handles)[handles[0].machine_id] is NodeState.GONE
 
 
 def test_spot_args_make_a_spot_instance_and_cleanup_finds_a_runs_nodes(aws):
@@ -116,7 +116,7 @@ def test_the_dummy_driver_smoke():
     p = make({"driver": "dummy", "driver_args": {"creds": 0}, "size": "Small", "image": "1",
               "userdata_arg": "", "tags_arg": ""})
     handles = p.acquire(2)
-    assert len(handles) == 2 and set(p.status(handles).values()) == {MachineState.RUNNING}
+    assert len(handles) == 2 and set(p.status(handles).values()) == {NodeState.RUNNING}
     p.release(handles)
 
 

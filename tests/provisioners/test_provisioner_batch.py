@@ -21,7 +21,7 @@ from helpers.runs import results as export
 from bats.common.config import ClusterConfig
 from bats.provisioners.base import (
     Bootstrap,
-    MachineState,
+    NodeState,
     ProvisionerConfigError,
     ProvisionerError,
 )
@@ -128,7 +128,7 @@ def direct(tmp_path: Path, backend: str, cluster: str, run_id: str = "t", sessio
                              config_dir=str(tmp_path)))
 
 
-def state_of(prov: BatchProvisioner, handle) -> MachineState:
+def state_of(prov: BatchProvisioner, handle) -> NodeState:
     return prov.status([handle])[handle.machine_id]
 
 
@@ -139,16 +139,16 @@ def test_release_cancels_the_job_and_stops_the_worker(tmp_path, backend):
     try:
         handles += prov.acquire(2)
         assert len(handles) == 2 and all(h.native_id.isdigit() for h in handles)
-        wait_for(lambda: all(state_of(prov, h) is MachineState.RUNNING for h in handles), 30, "jobs running")
+        wait_for(lambda: all(state_of(prov, h) is NodeState.RUNNING for h in handles), 30, "jobs running")
         wait_for(lambda: len(worker_procs(cluster)) == 2, 15, "both workers")
         prov.release([handles[0]])
         wait_for(lambda: job_gone(prov, handles[0].native_id), 30, "the job to go")
         wait_for(lambda: len(worker_procs(cluster)) == 1, 15, "its worker to stop")
-        assert state_of(prov, handles[1]) is MachineState.RUNNING
+        assert state_of(prov, handles[1]) is NodeState.RUNNING
         # a job that ends without the master (killed by the scheduler) is GONE
         subprocess.run(["qdel", handles[1].native_id] if backend == "sge" else ["scancel", handles[1].native_id],
                        check=True, capture_output=True, timeout=30)
-        wait_for(lambda: state_of(prov, handles[1]) is MachineState.GONE, 30, "GONE")
+        wait_for(lambda: state_of(prov, handles[1]) is NodeState.GONE, 30, "GONE")
         prov.release([handles[1]])  # releasing a job that already ended is not an error
     finally:
         prov.release(handles)  # whatever happened above, no job is left behind
@@ -187,9 +187,9 @@ def test_a_job_waiting_in_the_queue_is_booting(tmp_path, backend):
     prov = direct(tmp_path, backend, f"{backend}{os.getpid()}held", **{key: hold})
     try:
         [handle] = held = prov.acquire(1)
-        assert state_of(prov, handle) is MachineState.UNKNOWN  # no status round has seen it yet
-        wait_for(lambda: state_of(prov, handle) is not MachineState.UNKNOWN, 15, "a status round")
-        assert state_of(prov, handle) is MachineState.BOOTING
+        assert state_of(prov, handle) is NodeState.UNKNOWN  # no status round has seen it yet
+        wait_for(lambda: state_of(prov, handle) is not NodeState.UNKNOWN, 15, "a status round")
+        assert state_of(prov, handle) is NodeState.BOOTING
         prov.release([handle])
         wait_for(lambda: job_gone(prov, handle.native_id), 30, "the held job to go")
     finally:
@@ -233,9 +233,9 @@ def test_sge_states_and_command_lines():
     prov = offline(SgeProvisioner, queue="all.q", project="p1", resources="h_rt=1:00:00", qsub_args=["-pe", "smp", "2"])
     jobs = prov._parse_query(QSTAT_XML)
     assert jobs == {"7": "r", "8": "dr", "9": "qw", "10": "Eqw", "11": "zz"}
-    assert {j: prov.STATES.get(s, MachineState.UNKNOWN) for j, s in jobs.items()} == {
-        "7": MachineState.RUNNING, "8": MachineState.GONE, "9": MachineState.BOOTING, "10": MachineState.FAILED,
-        "11": MachineState.UNKNOWN}
+    assert {j: prov.STATES.get(s, NodeState.UNKNOWN) for j, s in jobs.items()} == {
+        "7": NodeState.RUNNING, "8": NodeState.GONE, "9": NodeState.BOOTING, "10": NodeState.FAILED,
+        "11": NodeState.UNKNOWN}
     handle = prov.new_handle()
     assert prov._submit_argv(handle, "bats-c-s1-1", "/dev/null") == [
         "qsub", "-terse", "-S", "/bin/sh", "-N", "bats-c-s1-1", "-o", "/dev/null", "-j", "y", "-q", "all.q",
@@ -255,8 +255,8 @@ def test_slurm_states_and_command_lines():
     assert prov._parse_query("12|RUNNING\n13|PENDING\n14|NODE_FAIL\n15|COMPLETED\n16|SUSPENDED\n") == {
         "12": "RUNNING", "13": "PENDING", "14": "NODE_FAIL", "15": "COMPLETED", "16": "SUSPENDED"}
     assert [prov.STATES[s] for s in ("RUNNING", "PENDING", "NODE_FAIL", "COMPLETED", "SUSPENDED", "TIMEOUT")] == [
-        MachineState.RUNNING, MachineState.BOOTING, MachineState.FAILED, MachineState.GONE, MachineState.UNKNOWN,
-        MachineState.GONE]
+        NodeState.RUNNING, NodeState.BOOTING, NodeState.FAILED, NodeState.GONE, NodeState.UNKNOWN,
+        NodeState.GONE]
     assert prov._submit_argv(prov.new_handle(), "bats-c-s1-1", "/l/c-s1-1.log") == [
         "sbatch", "--parsable", "--job-name=bats-c-s1-1", "--output=/l/c-s1-1.log", "--ntasks=1",
         "--partition=debug", "--account=a1", "--time=61", "--mem=1G"]

@@ -15,7 +15,7 @@ import pytest
 from helpers.runs import MASTER, free_port, wait_for
 
 from bats.common.config import ClusterConfig
-from bats.provisioners.base import Bootstrap, MachineState, ProvisionerConfigError
+from bats.provisioners.base import Bootstrap, NodeState, ProvisionerConfigError
 from bats.provisioners.manual import ManualProvisioner
 
 WORKER = [sys.executable, "-m", "bats.worker"]
@@ -104,16 +104,16 @@ def test_seats_are_taken_by_token_and_kept_across_reconnects(tmp_path):
     assert len(token) >= 32 and manual(tmp_path).join_token == token  # a resumed master reads the same token
     assert prov.join("a", token) is None  # no seat open yet
     seats = prov.acquire(2)
-    assert prov.status(seats) == {s.machine_id: MachineState.BOOTING for s in seats}
+    assert prov.status(seats) == {s.machine_id: NodeState.BOOTING for s in seats}
     assert prov.join("a", "wrong") is None
     a = prov.join("a", token)
     assert a is seats[0] and a.native_id == "a"
     assert prov.join("a", token) is a  # the same worker reconnecting keeps its seat
     assert prov.join("b", token) is seats[1]
     assert prov.join("c", token) is None
-    assert prov.status(seats) == {s.machine_id: MachineState.RUNNING for s in seats}
+    assert prov.status(seats) == {s.machine_id: NodeState.RUNNING for s in seats}
     prov.release([a])
-    assert prov.status([a]) == {a.machine_id: MachineState.GONE}
+    assert prov.status([a]) == {a.machine_id: NodeState.GONE}
     assert prov.join("a", token) is None  # its seat is gone and no other is open
     [new] = prov.acquire(1)
     assert prov.join("a", token) is new

@@ -20,7 +20,7 @@ from helpers.runs import MASTER, kill_all, wait_for
 from helpers.runs import results as export
 
 from bats.common.config import ClusterConfig
-from bats.provisioners.base import Bootstrap, MachineState, ProvisionerConfigError
+from bats.provisioners.base import Bootstrap, NodeState, ProvisionerConfigError
 from bats.provisioners.ssh import SshProvisioner, parse_hosts
 
 WORKER = str(Path(sys.executable).with_name("bats-worker"))
@@ -200,17 +200,17 @@ def test_release_really_stops_the_worker_and_status_follows(tmp_path, two_hosts)
         assert len(handles) == 2
         assert {h.native_id.split("/")[0] for h in handles} == {f"root@127.0.0.1:{h.port}" for h in hosts}  # spread
         assert prov.acquire(1) == []  # every slot is taken
-        wait_for(lambda: set(prov.status(handles).values()) == {MachineState.RUNNING}, 15, "both RUNNING")
+        wait_for(lambda: set(prov.status(handles).values()) == {NodeState.RUNNING}, 15, "both RUNNING")
         pids = {h.machine_id: h.data["pid"] for h in handles}
         assert all(psutil.pid_exists(p) for p in pids.values())
         prov.release([handles[0]])
         wait_for(lambda: not psutil.pid_exists(pids[handles[0].machine_id])
                    or psutil.Process(pids[handles[0].machine_id]).status() == psutil.STATUS_ZOMBIE, 10,
                    "the released worker to exit")
-        assert prov.status([handles[0]]) == {handles[0].machine_id: MachineState.GONE}
+        assert prov.status([handles[0]]) == {handles[0].machine_id: NodeState.GONE}
         # a worker that dies on its own is GONE at the next check
         os.kill(pids[handles[1].machine_id], signal.SIGKILL)
-        wait_for(lambda: prov.status([handles[1]])[handles[1].machine_id] is MachineState.GONE, 10, "GONE")
+        wait_for(lambda: prov.status([handles[1]])[handles[1].machine_id] is NodeState.GONE, 10, "GONE")
         again = prov.acquire(1)  # the freed slot can be used again
         handles += again
         assert len(again) == 1
