@@ -14,4 +14,5 @@ for package, folder in FOLDERS.items():
     packages.append(package)
     packages.extend(f"{package}.{sub}" for sub in find_packages(folder))
 
-setup(packages=packages, package_dir=FOLDERS)
+# py.typed: the packages carry their type hints (PEP 561), for type checkers of code that imports them
+setup(packages=packages, package_dir=FOLDERS, package_data=dict.fromkeys(FOLDERS, ["py.typed"]))

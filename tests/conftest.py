@@ -1,5 +1,6 @@
 """The suite's layout: tests/<folder>/ mirrors the code (core, server, sim, state, views, cli,
-provisioners, worker, common), with end-to-end runs in e2e/, the bench scripts' tests in bench/ and
+provisioners, worker, common), with end-to-end runs in e2e/, the bench scripts' tests in bench/, the
+built wheel's in packaging/ and
 the deploy recipes' in deploy/. Shared code is in tests/helpers/.
 
 Markers say what a test file needs, so ``make test-fast`` (``-m "not e2e and not daemons and not
@@ -19,7 +20,7 @@ MARKS = {
         "views/test_operator_watch.py", "views/test_operator_dashboard.py", "server/test_security.py",
         "worker/test_worker.py", "provisioners/test_provisioner_manual.py", "provisioners/test_provisioner_batch.py",
         "provisioners/test_provisioner_ssh.py", "provisioners/test_ec2.py", "provisioners/test_libcloud.py",
-        "deploy/test_deploy.py", "state/test_journal.py", "common/test_protocol.py",
+        "deploy/test_deploy.py", "state/test_journal.py", "common/test_protocol.py", "packaging/test_packaging.py",
     },
     "daemons": {"provisioners/test_provisioner_batch.py", "provisioners/test_provisioner_ssh.py", "e2e/test_faults.py"},
     "browser": {"views/test_operator_dashboard.py"},

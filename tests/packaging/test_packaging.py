@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {"master": "bats/master", "worker": "bats/worker", "provisioners": "bats/provisioners",
            "common": "bats/common"}
 SKIP = shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "bats-run", "__pycache__", ".pytest_cache")
