@@ -16,7 +16,7 @@ import pytest
 MARKS = {
     "e2e": {
         "e2e/test_e2e.py", "e2e/test_bats_e2e.py", "e2e/test_policies_e2e.py", "e2e/test_faults.py",
-        "e2e/test_failures.py", "cli/test_inputs.py", "cli/test_progress_and_examples.py",
+        "e2e/test_failures.py", "e2e/test_short_atus.py", "cli/test_inputs.py", "cli/test_progress_and_examples.py",
         "views/test_operator_watch.py", "views/test_operator_dashboard.py", "server/test_security.py",
         "worker/test_worker.py", "provisioners/test_provisioner_manual.py", "provisioners/test_provisioner_batch.py",
         "provisioners/test_provisioner_ssh.py", "provisioners/test_ec2.py", "provisioners/test_libcloud.py",
