@@ -173,6 +173,7 @@ def test_a_milp_stopped_at_its_time_limit_with_a_feasible_plan_uses_that_plan(mo
     that point is a plan (within the gap), not "the deadline cannot be met". Without a point,
     nothing is known and no plan is made up."""
     import scipy.optimize
+
     from bats.master.core.deadline import ilp
 
     clusters = [ilp.DeadlineCluster("a", 600.0, 1.0, 3600.0, 4)]

@@ -33,6 +33,7 @@ AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "
 BATS_MASTER = [sys.executable, "-m", "bats.master.cli"]  # the real command
 MASTER = [sys.executable, str(Path(__file__).resolve())]  # bats-master, through main() below
 LIBCLOUD_NAMESPACE = "http://ec2.amazonaws.com/doc/2016-11-15"
+WORKER = f"{sys.executable} -m bats.worker"  # the worker command the cloud tests' user data runs
 
 
 class MotoServer:

@@ -9,7 +9,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,10 +17,10 @@ from botocore.exceptions import ClientError
 from helpers.cloud_harness import (
     AWS_ENV,
     MASTER,
+    WORKER,
     CloudPlayer,
     instances,
     master_env,
-    moto_fixture,
     results,
     tags,
     user_data,
@@ -34,13 +33,6 @@ from bats.master.cli.args import load_cluster_config
 from bats.provisioners.base import Bootstrap, NodeState
 from bats.provisioners.cloud import ApiRefused, call_with_retries, worker_command
 from bats.provisioners.ec2 import Ec2Provisioner
-
-WORKER = f"{sys.executable} -m bats.worker"
-
-
-@pytest.fixture(scope="module")
-def moto():
-    yield from moto_fixture()
 
 
 @pytest.fixture

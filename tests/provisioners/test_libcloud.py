@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 from helpers.cloud_harness import (
     LIBCLOUD_NAMESPACE,
     MASTER,
+    WORKER,
     CloudPlayer,
     instances,
     master_env,
-    moto_fixture,
     tags,
     user_data,
 )
@@ -26,13 +25,6 @@ from bats.master.cli.args import load_cluster_config
 from bats.provisioners.base import Bootstrap, NodeState
 from bats.provisioners.cloud import ApiRefused, error_code, worker_command
 from bats.provisioners.libcloud import LibcloudProvisioner
-
-WORKER = f"{sys.executable} -m bats.worker"
-
-
-@pytest.fixture(scope="module")
-def moto():
-    yield from moto_fixture()
 
 
 @pytest.fixture

@@ -14,30 +14,9 @@ import threading
 import urllib.request
 
 import pytest
+from helpers.configs import watched_clouds
 from helpers.runs import MASTER
 
-CONFIG = """
-[master]
-heartbeat = "0.5s"
-liveness = "10s"
-monitor_interval = "1s"
-release_margin = "0.5s"
-
-[sampling]
-initial_workers = 2
-
-[clusters.slow]
-provisioner = "local"
-max = 2
-price = 1.0
-atu = "30s"
-
-[clusters.fast]
-provisioner = "local"
-max = 2
-price = 2.0
-atu = "30s"
-"""
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
@@ -65,7 +44,7 @@ def test_dashboard_in_headless_chromium_shows_the_run_and_updates(tmp_path):
     bag.write_text("".join(f"while [ ! -e {go1 if i < 40 else go2} ]; do sleep 0.05; done; sleep 0.05\n"
                            for i in range(1, 41)))
     config = tmp_path / "clusters.toml"
-    config.write_text(CONFIG)
+    config.write_text(watched_clouds(2))
     master = subprocess.Popen([*MASTER, "--bag", str(bag), "--config", str(config), "--state-dir",
                                str(tmp_path / "run"), "--schedule", "fastest", "--cushion", "yes", "--dashboard", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

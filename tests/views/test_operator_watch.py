@@ -15,30 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.configs import watched_clouds
 from helpers.runs import MASTER, wait_for
-
-CONFIG = """
-[master]
-heartbeat = "0.5s"
-liveness = "10s"
-monitor_interval = "1s"
-release_margin = "0.5s"
-
-[sampling]
-initial_workers = 1
-
-[clusters.slow]
-provisioner = "local"
-max = 2
-price = 1.0
-atu = "30s"
-
-[clusters.fast]
-provisioner = "local"
-max = 2
-price = 2.0
-atu = "30s"
-"""
 
 
 def status(state_dir: Path, *flags: str) -> subprocess.CompletedProcess:
@@ -54,7 +32,7 @@ def watched(tmp_path_factory) -> dict:
     bag = tmp / "tasks.txt"
     bag.write_text("".join(f"while [ ! -e {go} ]; do sleep 0.05; done; echo {i}\n" for i in range(1, 41)))
     config = tmp / "clusters.toml"
-    config.write_text(CONFIG)
+    config.write_text(watched_clouds(1))
     state = tmp / "run"
     seen: dict = {"state": state, "before": status(state)}
     master = subprocess.Popen([*MASTER, "--bag", str(bag), "--config", str(config), "--state-dir", str(state),
