@@ -266,6 +266,9 @@ def _convert(kind: str, value: Any) -> Any:
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")  # TOML bare keys
+# a cluster name reaches machine ids, batch job names and scripts, cloud tags and user data, log and
+# token file names, and the ssh liveness probe: one safe word, checked when the config is read
+CLUSTER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
 
 
 def _name(key: str) -> str:
@@ -344,7 +347,9 @@ def _with_line(message: str, source: str, text: str) -> str:
         header = _HEADER.match(line)
         if header:
             current = ".".join(part.strip().strip("\"'") for part in header.group(1).split("."))
-            if current == table and table_line is None:
+            first, _dot, rest_name = current.partition(".")
+            shown = f"{first}.{_name(rest_name)}" if rest_name else current  # a quoted name, as messages show it
+            if table in (current, shown) and table_line is None:
                 table_line = number
             continue
         found = _KEY.match(line)
@@ -391,6 +396,9 @@ def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str]
     clusters = {}
     for name, raw in clusters_raw.items():
         table = f"clusters.{_name(name)}"
+        if not CLUSTER_NAME.fullmatch(name):
+            raise ConfigError(f"{source}: [{table}]: a cluster name is a letter followed by up to 62 letters, "
+                              "digits, '-' or '_' (it names machines, jobs, log files and user data)")
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: [{table}]: must be a table")
         if "provisioner" not in raw:
