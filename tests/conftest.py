@@ -20,7 +20,7 @@ MARKS = {
         "views/test_operator_watch.py", "views/test_operator_dashboard.py", "server/test_security.py",
         "worker/test_worker.py", "provisioners/test_provisioner_manual.py", "provisioners/test_provisioner_batch.py",
         "provisioners/test_provisioner_ssh.py", "provisioners/test_ec2.py", "provisioners/test_libcloud.py",
-        "deploy/test_deploy.py", "state/test_journal.py", "common/test_protocol.py", "packaging/test_packaging.py",
+        "deploy/test_deploy.py", "state/test_journal.py", "state/test_ownership.py", "common/test_protocol.py", "packaging/test_packaging.py",
     },
     "daemons": {"provisioners/test_provisioner_batch.py", "provisioners/test_provisioner_ssh.py", "e2e/test_faults.py"},
     "browser": {"views/test_operator_dashboard.py"},

@@ -13,11 +13,12 @@ Exit codes: 0 every task succeeded; 1 some task failed or did not run; 2 bad inp
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import logging
 import os
 import random
 import secrets
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -170,17 +171,31 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
     bag_copy = state_dir / "bag.txt"
     config_copy = state_dir / "config.toml"
     if args.resume:
+        if state_dir.is_dir():
+            _lock(state_dir)  # before reading anything: a live master's run is not resumed twice
+            with contextlib.suppress(OSError):  # a state dir of an older version may be world-readable
+                state_dir.chmod(0o700)
         journal = Journal.open(state_dir)
         try:
             settings = _settings(args, journal.meta.get("settings"))
             bag = load_bag(bag_copy)
+            if journal.meta.get("bag_sha256") not in (None, bag.sha256):
+                raise UsageError(f"{bag_copy}: changed since the run started (its sha256 is not the journal's); "
+                                 "the run's tasks are its lines as they were: restore the file, or start a new run")
             if args.bag is not None and load_bag(args.bag).sha256 != bag.sha256:
                 raise UsageError(f"{args.bag}: differs from the bag of the run in {state_dir}; "
                                  "resume without --bag, or start a new run with another --state-dir")
             if args.config is not None:
                 raise UsageError("--config cannot change on --resume; the run keeps the config it started with")
+            expected = journal.meta.get("config_sha256")
             if config_copy.exists():
+                if expected is not None and _sha256(config_copy) != expected:
+                    raise UsageError(f"{config_copy}: changed since the run started (its sha256 is not the "
+                                     "journal's); restore it, or start a new run")
                 config = load_cluster_config(str(config_copy), args.workers)
+            elif expected is not None or journal.meta.get("config_path"):
+                raise UsageError(f"{config_copy}: missing; the run started with a config "
+                                 f"({journal.meta.get('config_path')}) and does not go on without it")
             else:
                 config = load_cluster_config(None, settings.get("workers"))
             _check_installed(config)
@@ -207,15 +222,23 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
         raise UsageError(f"{state_dir}: cannot use as --state-dir: a file is in the way")
     keys = _run_keys(args, None, config)
     bound = bind(config, keys)
+    try:
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{state_dir}: cannot write the state dir: {exc.strerror or exc}") from None
+    _lock(state_dir)  # two fresh starts on one state dir: the second stops here, writing nothing
+    if (state_dir / "journal.sqlite").exists():  # the first one won the race
+        raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
+                         "or choose another --state-dir")
     meta = {"bag_path": os.path.abspath(args.bag), "bag_sha256": bag.sha256, "tasks": len(bag),
             "config_path": os.path.abspath(args.config) if args.config else None,
+            "config_sha256": _sha256(Path(args.config)) if args.config else None,
             "settings": settings, "started_at": time.time(), "version": __version__}
     # The copies go first: once the journal exists, --resume relies on them.
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        bag_copy.write_bytes(b"\n".join(bag.lines) + b"\n")
+        _write_private(bag_copy, b"\n".join(bag.lines) + b"\n")
         if args.config:
-            shutil.copyfile(args.config, config_copy)
+            _write_private(config_copy, Path(args.config).read_bytes())
         else:  # left by an earlier start that failed; --resume would take it for this run's config
             config_copy.unlink(missing_ok=True)
         if keys is not None:
@@ -224,6 +247,29 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
         raise UsageError(f"{state_dir}: cannot write the state dir: {exc.strerror or exc}") from None
     journal = Journal.create(state_dir, secrets.token_hex(8), meta)
     return journal, bag, config, settings, bound
+
+
+def _lock(state_dir: Path) -> None:
+    from bats.master.state.lock import StateDirBusy, lock_state_dir
+
+    try:
+        lock_state_dir(state_dir)
+    except StateDirBusy as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{state_dir}: cannot lock the state dir: {exc.strerror or exc}") from None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, readable by this user only (0600), replacing what was there."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
 
 
 def _check_installed(config: Config) -> None:

@@ -173,6 +173,14 @@ def _connect(path: Path, *, must_exist: bool) -> sqlite3.Connection:
     return sqlite3.connect(target, uri=uri, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
 
 
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    """Copy the WAL's committed pages into the main database file (and empty the WAL)."""
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error as exc:  # a reader holding the WAL: the next checkpoint will do it
+        log.debug("journal checkpoint postponed: %s", _one_line(exc))
+
+
 def _use_wal(conn: sqlite3.Connection, path: Path) -> None:
     mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal":
@@ -205,13 +213,13 @@ class Journal:
         stored = {"run_id": str(run_id), "schema_version": SCHEMA_VERSION, **meta}
         encoded = [(key, json.dumps(value)) for key, value in stored.items()]  # TypeError if not JSON-able
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except FileExistsError:
             raise JournalError(f"{directory}: cannot create the state dir: a file is in the way") from None
         except OSError as exc:
             raise JournalError(f"{directory}: cannot create the state dir: {exc.strerror or exc}") from None
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # the WAL gets the same mode
         except FileExistsError:
             raise JournalError(
                 f"{path} already exists: pass --resume to continue that run or choose another --state-dir"
@@ -234,6 +242,7 @@ class Journal:
             conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("COMMIT")
+            _checkpoint(conn)  # the journal's identity is in the main file from the start, not only in the WAL
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
@@ -254,6 +263,7 @@ class Journal:
         if not path.is_file():
             raise JournalError(f"{directory}: no journal here ({JOURNAL_NAME} is missing)")
         conn = None
+        had_wal = Path(str(path) + "-wal").exists()  # opening a WAL-mode file makes one
         try:
             conn = _connect(path, must_exist=True)
             # Check whose file it is before anything (even the WAL switch) writes to it.
@@ -265,6 +275,11 @@ class Journal:
                         f"{path}: empty journal (a run that died while starting?): delete it or choose "
                         "another --state-dir"
                     )
+                if (app_id == 0 and version == 0 and not had_wal
+                        and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0):
+                    raise JournalError(
+                        f"{path}: holds no run, and its write-ahead log ({JOURNAL_NAME}-wal) is missing: the "
+                        "records since the last checkpoint were in it and are lost; start a new run")
                 raise JournalError(f"{path}: not a BaTS journal (an SQLite file of some other program)")
             if version > SCHEMA_VERSION:
                 raise JournalError(
@@ -525,8 +540,15 @@ class Journal:
 
     # ------------------------------------------------------------------ closing
 
+    def checkpoint(self) -> None:
+        """Flush, then copy the WAL into the main file (at phase changes: the run's state then
+        survives even the loss of the WAL)."""
+        with self._lock:
+            self.flush()
+            _checkpoint(self._require_open())
+
     def close(self) -> None:
-        """Flush, then close; calling it again does nothing.
+        """Flush, checkpoint, then close; calling it again does nothing.
 
         If the final flush fails the connection is closed anyway, the error is raised and the
         unsaved results will run again after a resume.
@@ -536,6 +558,7 @@ class Journal:
                 return
             try:
                 self.flush()
+                _checkpoint(self._conn)  # at exit the WAL's pages go into the main file
             finally:
                 conn, self._conn = self._conn, None
                 try:

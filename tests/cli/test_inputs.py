@@ -142,7 +142,7 @@ CONFIG_CASES = {
     "listen-not-endpoint": ('[master]\nlisten = "localhost"\n' + LOCAL, ["[master]", "listen"]),
     "key-with-newline": (LOCAL + '"x\\ny" = 1\n', ["[clusters.a]", "'x\\ny'", "unknown key"]),
     "cluster-with-newline": ('[clusters."a\\nb"]\nprovisioner = "local"\nmax = 0\n',
-                             ["[clusters.'a\\nb']", "max"]),
+                             ["[clusters.'a\\nb']", "a cluster name is"]),
     "utf16": (LOCAL.encode("utf-16"), ["clusters.toml:1:", "UTF-16"]),
     "latin1": (LOCAL.encode() + "# caf\u00e9\n".encode("latin-1"), ["clusters.toml:4:", "UTF-8"]),
     "nul-byte": (LOCAL.encode() + b'colour = "r\0d"\n', ["clusters.toml:4:", "not valid TOML"]),

@@ -366,3 +366,38 @@ def test_open_refuses_files_that_are_not_journals(tmp_path: Path) -> None:
     (empty / JOURNAL_NAME).write_bytes(b"")
     with pytest.raises(JournalError, match="empty journal"):
         Journal.open(empty)
+
+
+def test_the_journal_and_its_folder_are_private_and_survive_a_lost_wal(tmp_path: Path) -> None:
+    import stat
+
+    state = tmp_path / "run"
+    journal = Journal.create(state, "r1", {"tasks": 3})
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((state / JOURNAL_NAME).stat().st_mode) == 0o600
+    journal.record_result(1, "done", 0, 0.1, "m1", 1, False, b"out", b"", 1.0)
+    journal.checkpoint()  # a phase change: the state so far is in the main file
+    journal.set_meta("phase", "executing")
+    journal.flush()
+    wal = Path(str(state / JOURNAL_NAME) + "-wal")
+    assert wal.exists() and stat.S_IMODE(wal.stat().st_mode) == 0o600
+    # the WAL lost while the master is down: what was checkpointed is still there
+    import shutil
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copyfile(state / JOURNAL_NAME, copy / JOURNAL_NAME)
+    reopened = Journal.open(copy)
+    assert reopened.meta["tasks"] == 3 and reopened.finished_tasks() == {1: "done"}
+    reopened.close()
+    journal.close()
+    assert not wal.exists() or wal.stat().st_size == 0  # the exit checkpoint emptied it
+
+
+def test_a_journal_whose_records_were_only_in_a_lost_wal_says_so(tmp_path: Path) -> None:
+    state = tmp_path / "run"
+    state.mkdir()
+    conn = sqlite3.connect(state / JOURNAL_NAME)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    with pytest.raises(JournalError, match="write-ahead log .* is missing"):
+        Journal.open(state)
