@@ -53,7 +53,6 @@ class BatchProvisioner(CommandProvisioner):
 
     @classmethod
     def preflight(cls, cluster: ClusterConfig, config_dir: str) -> None:
-        super().preflight(cluster, config_dir)
         log_dir = cluster.options.get("log_dir")
         if log_dir and not os.path.isabs(log_dir):
             raise ProvisionerConfigError(
@@ -61,6 +60,7 @@ class BatchProvisioner(CommandProvisioner):
         args = cluster.options.get(cls.ARGS_KEY) or []
         if not all(isinstance(a, str) for a in args):
             raise ProvisionerConfigError(f"{cls.ARGS_KEY}: expected a list of strings, got {args!r}")
+        super().preflight(cluster, config_dir)  # then the commands this machine must have
 
     #: the option holding extra arguments for the submit command
     ARGS_KEY: ClassVar[str] = "submit_args"

@@ -69,15 +69,16 @@ class CommandProvisioner(Provisioner):
 
     @classmethod
     def preflight(cls, cluster: ClusterConfig, config_dir: str) -> None:
+        # the config's own mistakes first: they are the same on every machine
+        try:
+            shlex.split(cluster.options.get("worker") or "bats-worker")
+        except ValueError as exc:
+            raise ProvisionerConfigError(f"worker: not a command line: {exc}") from None
         for program in cls.COMMANDS:
             if shutil.which(program) is None:
                 hint = f" (install {cls.PACKAGE} on this machine)" if cls.PACKAGE else ""
                 raise ProvisionerConfigError(
                     f"provisioner: {cluster.provisioner} needs {program!r}, which is not on PATH{hint}")
-        try:
-            shlex.split(cluster.options.get("worker") or "bats-worker")
-        except ValueError as exc:
-            raise ProvisionerConfigError(f"worker: not a command line: {exc}") from None
 
     def __init__(self, cluster: ClusterConfig, bootstrap: Bootstrap) -> None:
         worker = tuple(shlex.split(cluster.options.get("worker") or "bats-worker"))
