@@ -1,7 +1,8 @@
 """The provisioner interface: how the master gets and gives back machines.
 
 A provisioner serves one cluster. The master calls :meth:`acquire` to start ``n`` machines, each
-of which runs :meth:`Provisioner.bootstrap_argv` (``bats-worker --master … --token …``) and joins
+of which runs :meth:`Provisioner.bootstrap_argv` (``bats-worker --master … --machine …``, its token in the
+environment: :meth:`Provisioner.bootstrap_env`) and joins
 over ZeroMQ; :meth:`release` gives machines back; :meth:`status` maps each back end's native
 states onto :class:`NodeState` through a table, the way Parsl's providers do. The bootstrap
 carries the master's CurveZMQ public key (``--server-key``) unless the master runs ``--insecure``.
@@ -37,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bats.common.config import ClusterConfig, OptionSpec
+
+TOKEN_ENV = "BATS_TOKEN"  # the worker reads its token from this variable (bats.worker.main)
 
 
 class NodeState(enum.Enum):
@@ -139,7 +142,6 @@ class Provisioner(ABC):
             *self.bootstrap.worker_command,
             "--master", self.bootstrap.master_endpoint,
             "--machine", handle.machine_id,
-            "--token", handle.token,
             "--cluster", handle.cluster,
             "--heartbeat", f"{self.bootstrap.heartbeat_s:g}",
             # one argument with "=": a Z85 key may begin with "-", which a separate argument would
@@ -147,6 +149,18 @@ class Provisioner(ABC):
             *((f"--server-key={self.bootstrap.server_key}",) if self.bootstrap.server_key else ()),
             *extra,
         ]
+
+    def bootstrap_env(self, handle: MachineHandle) -> dict[str, str]:
+        """What the worker's environment must add to :meth:`bootstrap_argv`: its one-time token.
+        A token never goes on a command line (``ps`` and ``/proc/PID/cmdline`` show those to every
+        local user); a provisioner hands it over in the environment, on standard input or in a
+        file only the worker's user can read."""
+        return {TOKEN_ENV: handle.token}
+
+    def token_export(self, handle: MachineHandle) -> str:
+        """Shell lines that put the token in the environment of what the script ``exec``s next (for
+        scripts that reach the machine on standard input or in a private file, never in argv)."""
+        return f"{TOKEN_ENV}={shlex.quote(handle.token)}; export {TOKEN_ENV}"
 
     def call_timeout_s(self) -> float:
         """The timeout of each call of this provisioner (a back end may read it from its options)."""

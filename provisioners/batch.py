@@ -100,6 +100,7 @@ class BatchProvisioner(CommandProvisioner):
 
     def job_script(self, handle: MachineHandle) -> str:
         return (f"#!/bin/sh\n# BaTS worker {handle.machine_id} of run {self.bootstrap.run_id}\n"
+                f"{self.token_export(handle)}\n"
                 f"exec {self.bootstrap_shell(handle)}\n")
 
     def _output(self, handle: MachineHandle) -> str:

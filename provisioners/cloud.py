@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from bats.provisioners.base import Bootstrap, MachineHandle, ProvisionerError
+from bats.provisioners.base import TOKEN_ENV, Bootstrap, MachineHandle, ProvisionerError
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,8 @@ cat > /etc/bats/worker.sh <<'BATS_WORKER'
 #!/bin/sh
 exec ${command}
 BATS_WORKER
-chmod 0755 /etc/bats/worker.sh
+if id bats >/dev/null 2>&1; then chown bats:bats /etc/bats/worker.sh; fi
+chmod 0700 /etc/bats/worker.sh  # it holds the machine's token
 if [ -d /run/systemd/system ] && systemctl cat bats-worker.service >/dev/null 2>&1; then
     systemctl enable --now bats-worker.service
 else
@@ -146,7 +147,7 @@ fi
 """
 
 PLACEHOLDERS = ("command", "install", "machine", "cluster", "run", "master")
-_EXEC_LINE = re.compile(r"^\s*exec \$\{command\}\s*$", re.MULTILINE)
+_EXEC_LINE = re.compile(r"^([ \t]*)exec \$\{command\}[ \t]*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -185,9 +186,23 @@ class UserData:
             raise ValueError(f"{self.source}: needs a line 'exec ${{command}}' that starts the worker")
 
     def render(self, bootstrap: Bootstrap, handle: MachineHandle, command: list[str], install: str = "") -> str:
-        return string.Template(self.template).substitute(
+        """The user data of one machine. The token goes in the environment of the worker, on a line
+        put before the template's ``exec ${command}`` line (the worker's command line, which every
+        user of the machine can read in ``ps``, carries none)."""
+        token_line = f"{TOKEN_ENV}={shlex.quote(handle.token)}; export {TOKEN_ENV}"
+        template = _EXEC_LINE.sub(lambda m: f"{m.group(1)}{token_line}\n{m.group(0)}", self.template)
+        return string.Template(template).substitute(
             command=shlex.join(command), install=install or ":", machine=handle.machine_id,
             cluster=handle.cluster, run=bootstrap.run_id, master=bootstrap.master_endpoint)
+
+
+def worker_environment(user_data: str) -> dict[str, str]:
+    """What a rendered user data puts in the worker's environment (its token)."""
+    for line in user_data.splitlines():
+        if line.strip().startswith(f"{TOKEN_ENV}="):
+            value = line.strip().split(";", 1)[0][len(TOKEN_ENV) + 1:]
+            return {TOKEN_ENV: shlex.split(value)[0] if value else ""}
+    return {}
 
 
 def worker_command(user_data: str) -> list[str] | None:

@@ -70,12 +70,13 @@ class LocalProvisioner(Provisioner):
         runtime = task_runtime_s * float(cl.options.get("slowdown", 1.0))
         return [(o.tasks, o.completion) for o in generate_offers(cl.name, state, tasks, runtime, deadline_s)]
 
-    def _spawn(self, argv: list[str], log_path: str | None) -> subprocess.Popen:
+    def _spawn(self, argv: list[str], log_path: str | None, env: dict[str, str] | None = None) -> subprocess.Popen:
         """The one place this provisioner touches the outside world."""
         out: IO[bytes] | int = open(log_path, "ab") if log_path else subprocess.DEVNULL
         try:
             return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True)
+                                    start_new_session=True, close_fds=True,
+                                    env={**os.environ, **env} if env else None)
         finally:
             if not isinstance(out, int):
                 out.close()
@@ -104,7 +105,7 @@ class LocalProvisioner(Provisioner):
         for _ in range(n):
             handle = self.new_handle()
             log_path = os.path.join(log_dir, f"{handle.machine_id}.log") if log_dir else None
-            proc = self._spawn(self._argv(handle), log_path)
+            proc = self._spawn(self._argv(handle), log_path, self.bootstrap_env(handle))
             handle.native_id = str(proc.pid)
             self._procs[handle.machine_id] = proc
             handles.append(handle)

@@ -5,7 +5,7 @@ How this works. The cluster has one *join token*, a secret kept in a file (``tok
 ``--resume``, so hand-started workers keep working across master restarts. An operator starts, on
 any machine that can reach the master,
 
-    bats-worker --master tcp://MASTER:PORT --cluster CLUSTER --token "$(cat TOKEN_FILE)" --machine NAME
+    bats-worker --master tcp://MASTER:PORT --cluster CLUSTER --token-file TOKEN_FILE --machine NAME
 
 (the exact line, with the master's address, is logged when the master wants workers). When the
 master asks this cluster for ``n`` machines, :meth:`ManualProvisioner.acquire` opens ``n`` *seats*:
@@ -94,7 +94,7 @@ class ManualProvisioner(Provisioner):
     def join_command(self) -> str:
         key = f" --server-key={self.bootstrap.server_key}" if self.bootstrap.server_key else ""  # public
         return (f"bats-worker --master {self.bootstrap.master_endpoint}{key} --cluster {self.cluster.name} "
-                f"--token \"$(cat {self.token_file.resolve()})\" --machine NAME")
+                f"--token-file {self.token_file.resolve()} --machine NAME")
 
     def acquire(self, n: int) -> list[MachineHandle]:
         seats = []

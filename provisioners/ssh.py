@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 from bats.common.config import ClusterConfig, OptionSpec
 from bats.common.textfiles import UnreadableText, read_utf8
 from bats.provisioners.base import (
+    TOKEN_ENV,
     Bootstrap,
     MachineHandle,
     NodeState,
@@ -224,8 +225,10 @@ class SshProvisioner(CommandProvisioner):
         return argv
 
     def _on_host(self, host: Host, script: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``script`` with /bin/sh on ``host``; the script goes on ssh's standard input, so what
+        it carries (a worker's token) is on no command line, here or there."""
         self._used_hosts.add(host.label)
-        proc = self._run(self.ssh_argv(host, script), check=False,
+        proc = self._run([*self.ssh_argv(host, ""), "/bin/sh -s"], input=script, check=False,
                          timeout=timeout or self.cluster.options.get("connect_timeout", 10.0) + 20)
         return proc
 
@@ -248,7 +251,9 @@ class SshProvisioner(CommandProvisioner):
             f"{{ echo {q(program + ': command not found')} >&2; exit 127; }}",
             f"mkdir -p {q(log_dir)} || exit 1",
             "if command -v setsid >/dev/null 2>&1; then s=setsid; else s=; fi",
+            self.token_export(handle),
             f"nohup $s {self.bootstrap_shell(handle)} </dev/null >>{q(log_path)} 2>&1 &",
+            f"unset {TOKEN_ENV}",
             f"{{ echo \"$! \"{q(handle.machine_id)} >>{q(self._registry(host))}; }} 2>/dev/null",
             "echo $!",
         ])

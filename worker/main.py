@@ -48,6 +48,7 @@ from bats.worker.spot import SpotWatcher
 from bats.worker.task import TaskRun
 
 log = logging.getLogger("bats.worker")
+TOKEN_ENV = "BATS_TOKEN"  # how a provisioner hands a worker its one-time token (not on the command line)
 
 SLOTS = 2  # tasks held at most until the master's welcome says otherwise: one running, one prefetched
 BYE_LINGER_MS = 1000  # how long the final ``bye`` may take to leave
@@ -459,7 +460,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", required=True, type=_endpoint, metavar="ENDPOINT",
                    help="the master's ZeroMQ endpoint, e.g. tcp://10.0.0.5:5555")
     p.add_argument("--machine", required=True, metavar="ID", help="this machine's id (from the provisioner)")
-    p.add_argument("--token", default="", help="one-time token from the provisioner")
+    p.add_argument("--token", default=None, help=argparse.SUPPRESS)  # visible in ps: kept for old images only
+    p.add_argument("--token-file", metavar="PATH",
+                   help="read this machine's one-time token from PATH (keep it 0600); default: the "
+                        "environment variable BATS_TOKEN, which the provisioners set. A token is never "
+                        "passed on the command line, where other local users could read it")
     p.add_argument("--cluster", default="default", metavar="NAME", help="the cluster this machine belongs to")
     p.add_argument("--server-key", type=_z85_key, default=os.environ.get("BATS_SERVER_KEY") or None, metavar="KEY",
                    help="the master's CurveZMQ public key (40 Z85 characters, from the provisioner; "
@@ -485,14 +490,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``bats-worker`` and ``python -m bats.worker``; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    token = os.environ.pop(TOKEN_ENV, "")  # popped: the tasks this worker runs do not inherit it
+    if args.token_file:
+        try:
+            with open(args.token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as exc:
+            parser.error(f"--token-file {args.token_file}: {exc.strerror or exc}")
+    elif args.token is not None:
+        token = args.token
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         stream=sys.stderr,
         format=f"%(asctime)s bats-worker[{args.machine}] %(levelname)s %(message)s",
     )
     options = WorkerOptions(
-        master=args.master, machine=args.machine, token=args.token, cluster=args.cluster,
+        master=args.master, machine=args.machine, token=token, cluster=args.cluster,
         heartbeat_s=args.heartbeat, liveness_s=args.liveness, slowdown=args.slowdown,
         exit_with_parent=args.exit_with_parent, noop=args.noop, server_key=args.server_key,
         spot_notice=args.spot_notice, spot_poll_s=args.spot_poll,

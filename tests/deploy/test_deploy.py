@@ -10,10 +10,10 @@ import pytest
 
 from bats.master.cli.args import load_cluster_config
 from bats.provisioners.base import Bootstrap, MachineHandle
-from bats.provisioners.cloud import DEFAULT_USER_DATA, UserData, worker_command
+from bats.provisioners.cloud import DEFAULT_USER_DATA, UserData, worker_command, worker_environment
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-ARGV = ["bats-worker", "--master", "tcp://10.0.0.5:5555", "--machine", "c-s1-1", "--token", "t0k", "--cluster", "c"]
+ARGV = ["bats-worker", "--master", "tcp://10.0.0.5:5555", "--machine", "c-s1-1", "--cluster", "c"]
 
 
 def render(template: UserData, install: str = "") -> str:
@@ -29,6 +29,7 @@ def test_example_configs_load(name):
 def test_the_built_in_user_data_is_shell_that_starts_the_worker(tmp_path):
     text = render(UserData.load(None), install="pip install bats")
     assert worker_command(text) == ARGV and "pip install bats" in text
+    assert worker_environment(text) == {"BATS_TOKEN": "t0k"} and "t0k" not in " ".join(worker_command(text))
     script = tmp_path / "user-data.sh"
     script.write_text(text)
     subprocess.run(["sh", "-n", str(script)], check=True)
@@ -39,6 +40,7 @@ def test_the_cloud_init_template_is_cloud_config_that_starts_the_worker():
     yaml = pytest.importorskip("yaml")
     text = render(UserData.load(str(DEPLOY / "cloud-init.yaml")), install="/opt/bats/bin/pip install 'bats==0.1.0'")
     assert text.startswith("#cloud-config\n") and worker_command(text) == ARGV
+    assert worker_environment(text) == {"BATS_TOKEN": "t0k"}
     doc = yaml.safe_load(text)
     files = {f["path"]: f["content"] for f in doc["write_files"]}
     assert files["/etc/bats/worker.sh"].splitlines()[-1].startswith("exec bats-worker --master tcp://10.0.0.5:5555")

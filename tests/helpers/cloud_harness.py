@@ -121,7 +121,7 @@ class CloudPlayer:
             if state == "running" and iid not in self.workers:
                 attribute = self.ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")
                 user_data = base64.b64decode(attribute["UserData"].get("Value", "")).decode()
-                from bats.provisioners.cloud import worker_command
+                from bats.provisioners.cloud import worker_command, worker_environment
 
                 argv = worker_command(user_data)
                 if argv is None:
@@ -131,7 +131,8 @@ class CloudPlayer:
                 self.commands[iid] = argv
                 log = open(self.log_dir / f"{iid}.log", "ab")
                 self.workers[iid] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                                     start_new_session=True)
+                                                     start_new_session=True,
+                                                     env={**os.environ, **worker_environment(user_data)})
                 log.close()
                 self.started_at[iid] = time.monotonic()
             elif state in ("shutting-down", "terminated", "stopped") and iid in self.workers:

@@ -31,7 +31,7 @@ from bats.common.config import ClusterConfig, ConfigError
 from bats.master import core as c
 from bats.master.cli.args import load_cluster_config
 from bats.provisioners.base import Bootstrap, NodeState
-from bats.provisioners.cloud import ApiRefused, call_with_retries, worker_command
+from bats.provisioners.cloud import ApiRefused, call_with_retries, worker_command, worker_environment
 from bats.provisioners.ec2 import Ec2Provisioner
 
 
@@ -66,8 +66,10 @@ def test_on_demand_instances_are_tagged_start_the_worker_and_terminate_on_releas
         assert "InstanceLifecycle" not in instance
         assert tags(instance) == {"Name": f"bats-{h.machine_id}", "team": "science", "bats:run": "run1",
                                   "bats:cluster": "c", "bats:machine": h.machine_id, "bats:session": "1"}
-        argv = worker_command(user_data(aws, h.native_id))
-        assert argv[0] == "bats-worker" and argv[argv.index("--token") + 1] == h.token
+        text = user_data(aws, h.native_id)
+        argv = worker_command(text)
+        assert argv[0] == "bats-worker" and worker_environment(text) == {"BATS_TOKEN": h.token}
+        assert h.token not in " ".join(argv)
         assert argv[argv.index("--machine") + 1] == h.machine_id and "--spot-notice" not in argv
     assert set(p.status(handles).values()) == {NodeState.RUNNING}
     p.release(handles[:1])

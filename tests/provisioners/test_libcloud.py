@@ -23,7 +23,7 @@ from helpers.runs import results
 from bats.common.config import ClusterConfig, ConfigError
 from bats.master.cli.args import load_cluster_config
 from bats.provisioners.base import Bootstrap, NodeState
-from bats.provisioners.cloud import ApiRefused, error_code, worker_command
+from bats.provisioners.cloud import ApiRefused, error_code, worker_command, worker_environment
 from bats.provisioners.libcloud import LibcloudProvisioner
 
 
@@ -64,8 +64,9 @@ def test_nodes_carry_user_data_and_tags_and_are_destroyed_on_release(aws):
         instance = found[h.native_id]
         assert tags(instance) == {"Name": f"bats-run1-{h.machine_id}", "team": "science", "bats:run": "run1",
                                   "bats:cluster": "lc", "bats:machine": h.machine_id, "bats:session": "1"}
-        argv = worker_command(user_data(aws, h.native_id))
-        assert argv[argv.index("--token") + 1] == h.token
+        text = user_data(aws, h.native_id)
+        argv = worker_command(text)
+        assert worker_environment(text) == {"BATS_TOKEN": h.token} and h.token not in " ".join(argv)
     assert set(p.status(handles).values()) == {NodeState.RUNNING}
     p.release(handles[:1])
     assert p.status(handles)[handles[0].machine_id] is NodeState.GONE

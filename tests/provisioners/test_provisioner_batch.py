@@ -242,7 +242,9 @@ def test_sge_states_and_command_lines():
         "-P", "p1", "-l", "h_rt=1:00:00", "-pe", "smp", "2"]
     script = prov.job_script(handle)
     assert script.startswith("#!/bin/sh\n") and f"exec bats-worker --master tcp://10.0.0.1:5555 --machine " \
-        f"{handle.machine_id} --token {handle.token} --cluster c" in script
+        f"{handle.machine_id} --cluster c" in script
+    # the token reaches the job in its environment, set by the script qsub reads on its stdin
+    assert f"\nBATS_TOKEN={handle.token}; export BATS_TOKEN\nexec " in script and "--token" not in script
     assert prov._job_id("123\n") == "123" and prov._job_id("45.1-3:1\n") == "45"
     with pytest.raises(ProvisionerError, match="cluster c: qsub answered 'oops', not a job number"):
         prov._job_id("oops")

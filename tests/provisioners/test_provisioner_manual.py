@@ -31,8 +31,9 @@ def hand_worker(endpoint: str, name: str, token: str, cluster: str = "hand",
 
         public, _secret = zmq.auth.load_certificate(str(state_dir / "master.key"))
         key = [f"--server-key={public.decode()}"]
-    return subprocess.Popen([*WORKER, "--master", endpoint, *key, "--cluster", cluster, "--token", token, "--machine",
-                             name, "--heartbeat", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([*WORKER, "--master", endpoint, *key, "--cluster", cluster, "--machine",
+                             name, "--heartbeat", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "BATS_TOKEN": token})
 
 
 def test_workers_started_by_hand_join_and_are_paid_at_the_cluster_price(tmp_path):
@@ -81,7 +82,7 @@ atu = "1h"
 
     public, _secret = zmq.auth.load_certificate(str(tmp_path / "run" / "master.key"))
     assert (f"bats-worker --master {endpoint} --server-key={public.decode()} --cluster hand "
-            f"--token \"$(cat {token_file.resolve()})\" --machine NAME") in err
+            f"--token-file {token_file.resolve()} --machine NAME") in err
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["tasks"] == {"total": 12, "done": 12, "failed": 0, "not_run": 0}
     assert {m["id"] for m in report["machines"]} == {"hand-s1-1", "hand-s1-2"}

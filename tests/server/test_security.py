@@ -81,6 +81,13 @@ def _worker_argv(master_pid: int) -> list[str]:
     return workers[0].cmdline()
 
 
+def _worker_token(master_pid: int) -> str:
+    """The token a worker was started with: in its environment (readable by its own user only),
+    never on its command line."""
+    workers = wait_for(lambda: workers_of(master_pid), 30, "a worker")
+    return workers[0].environ()["BATS_TOKEN"]
+
+
 def _arg(argv: list[str], flag: str) -> str:
     for k, arg in enumerate(argv):
         if arg == flag:
@@ -109,7 +116,7 @@ def test_stolen_token_and_plain_peers_get_nothing(tmp_path):
     try:
         argv = _worker_argv(master.pid)
         server_key = _arg(argv, "--server-key").encode()
-        hello = encode("hello", machine=_arg(argv, "--machine"), token=_arg(argv, "--token"),
+        hello = encode("hello", machine=_arg(argv, "--machine"), token=_worker_token(master.pid),
                        cluster=_arg(argv, "--cluster"), host="thief", cpus=64, version="0")
         wait_for(lambda: marks.exists(), 30, "the real worker to start a task")
 
@@ -201,7 +208,8 @@ def test_a_connection_that_takes_a_dropped_workers_id_gets_nothing(tmp_path):
     try:
         # the worker is still sleeping through its start-up: its command line shows the bootstrap
         shell = wait_for(lambda: [p for p in psutil.Process(master.pid).children(recursive=True)
-                                  if "--token" in " ".join(p.cmdline())], 30, "the bootstrap")[0]
+                                  if "--machine" in " ".join(p.cmdline())], 30, "the bootstrap")[0]
+        token = shell.environ()["BATS_TOKEN"]  # the token holder: the worker's own user
         argv = shlex.split(shell.cmdline()[-1].split("exec ", 1)[1])
         server_key = _arg(argv, "--server-key").encode()
         routing_id = b"t" + os.urandom(15)
@@ -216,7 +224,7 @@ def test_a_connection_that_takes_a_dropped_workers_id_gets_nothing(tmp_path):
             return sock
 
         first = connect(zmq.curve_keypair())  # plays the worker, with the token, before the real one
-        first.send(encode("hello", machine=_arg(argv, "--machine"), token=_arg(argv, "--token"),
+        first.send(encode("hello", machine=_arg(argv, "--machine"), token=token,
                           cluster=_arg(argv, "--cluster"), host="h", cpus=1, version="0"))
         assert [m["type"] for m in _replies(first, 10.0)][:1] == ["welcome"]
         first.close()  # the connection drops; the ROUTER frees its id (a live id cannot be taken)
@@ -231,4 +239,37 @@ def test_a_connection_that_takes_a_dropped_workers_id_gets_nothing(tmp_path):
         context.destroy(linger=0)
     assert "took its connection id" in err
     assert sorted(r["id"] for r in export(tmp_path / "bats-run")) == list(range(1, 6))
+
+
+def test_no_token_or_secret_key_is_on_any_command_line(tmp_path):
+    """Every process of a run (the master, each worker, a worker still in its start-up shell) shows
+    other local users its command line in ``ps`` and ``/proc/PID/cmdline``: none holds a token or
+    the master's secret key."""
+    port = free_port()
+    config = tmp_path / "clusters.toml"
+    config.write_text(f'[master]\nlisten = "tcp://127.0.0.1:{port}"\n\n'
+                      '[clusters.local]\nprovisioner = "local"\nmax = 2\n\n'
+                      '[clusters.late]\nprovisioner = "local"\nmax = 1\nstartup = "2s"\n')
+    bag = write_bag(tmp_path / "tasks.txt", ["sleep 0.5"] * 12)
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config)], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        procs = wait_for(lambda: (lambda kids: kids if len(kids) >= 3 else None)(
+            [p for p in psutil.Process(master.pid).children(recursive=True) if "--machine" in " ".join(p.cmdline())]),
+            30, "three workers (one still in its start-up shell)")
+        secrets_seen = {p.environ()["BATS_TOKEN"] for p in procs}
+        assert len(secrets_seen) == 3 and all(len(s) >= 32 for s in secrets_seen)
+        secret_key = (tmp_path / "bats-run" / "master.key_secret").read_text() if (
+            tmp_path / "bats-run" / "master.key_secret").exists() else ""
+        for proc in [psutil.Process(master.pid), *procs]:
+            shown = (Path("/proc") / str(proc.pid) / "cmdline").read_bytes().decode(errors="replace")
+            assert not any(s in shown for s in secrets_seen), shown
+            assert "--token\x00" not in shown and "BATS_TOKEN" not in shown
+            if secret_key:
+                assert secret_key.strip() not in shown
+        assert master.wait(timeout=120) == 0
+    finally:
+        if master.poll() is None:
+            master.kill()
+            master.wait()
 

@@ -117,7 +117,7 @@ def master(zctx: zmq.Context) -> Iterator[FakeMaster]:
 
 def worker_argv(endpoint: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "bats.worker", "--master", endpoint, "--machine", MACHINE,
-            "--token", TOKEN, "--cluster", CLUSTER, "--heartbeat", "0.2", *extra]
+            "--token", TOKEN, "--cluster", CLUSTER, "--heartbeat", "0.2", *extra]  # the old flag still works
 
 
 @pytest.fixture
