@@ -34,6 +34,7 @@ raises :class:`ProtocolError` with a one-line reason; callers log and drop the w
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgpack
@@ -91,6 +92,16 @@ RANGES: dict[str, tuple[tuple[str, float, float], ...]] = {
     "task": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX), ("timeout_s", 0.0, 1e9)),
     "welcome": (("heartbeat_s", 0.0, 1e6), ("liveness_s", 0.0, 1e6), ("prefetch", 0, 15)),
 }
+# text fields that end up in log lines, the journal and the summary: one short line each, so a peer
+# cannot forge a line of the log (a newline) or flood it
+LINE_FIELDS: dict[str, tuple[str, ...]] = {
+    "hello": ("machine", "token", "cluster", "host", "version"),
+    "bye": ("reason",),
+    "interruption": ("action", "time"),
+    "stop": ("reason",),
+}
+MAX_LINE_CHARS = 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 WORKER_TYPES = frozenset({"hello", "ask", "result", "heartbeat", "bye", "interruption"})
 MASTER_TYPES = frozenset({"welcome", "task", "wait", "heartbeat", "unknown", "stop"})
 
@@ -175,6 +186,11 @@ def _validate(msg: Any, allowed: frozenset[str]) -> dict[str, Any]:
         value = msg[field]
         if value is not None and not low <= value <= high:  # also false for NaN
             raise ProtocolError(f"{msg_type}: field {field!r} out of range [{low}, {high}]")
+    for field in LINE_FIELDS.get(msg_type, ()):
+        value = msg[field]
+        if len(value) > MAX_LINE_CHARS or _CONTROL.search(value):
+            raise ProtocolError(f"{msg_type}: field {field!r} is not one line of at most {MAX_LINE_CHARS} "
+                                "characters")
     return msg
 
 

@@ -48,6 +48,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from bats.common.config import Config
 from bats.common.protocol import (
     MAX_FRAME_BYTES,
+    OUTPUT_TAIL_BYTES,
     WORKER_TYPES,
     ProtocolError,
     decode_all,
@@ -271,10 +272,11 @@ class Server(Fleet, Driver):
             return
         peer.last_seen = time.monotonic()
         if kind == "result":
+            now = time.time()
             self._feed(c.TaskFinished(
-                time.time(), peer.machine, msg["task"], msg["attempt"], msg["exit_code"],
-                float(msg["runtime_s"]), msg["timed_out"], msg["ask"],
-                _as_bytes(msg["stdout"]), _as_bytes(msg["stderr"]),
+                now, peer.machine, msg["task"], msg["attempt"], msg["exit_code"],
+                self._believable_runtime(peer.machine, float(msg["runtime_s"]), now), msg["timed_out"], msg["ask"],
+                _tail(msg["stdout"]), _tail(msg["stderr"]),
             ))
         elif kind == "ask":
             self._feed(c.WorkerAsked(time.time(), peer.machine, msg["n"]))
@@ -288,6 +290,19 @@ class Server(Fleet, Driver):
             self._forget(peer)
             self._lose(peer.machine, reason, time.time())
         # heartbeat: last_seen is all it updates
+
+    def _believable_runtime(self, machine_id: str, runtime_s: float, now: float) -> float:
+        """A worker's runtime, at most the time its machine has been up: a peer's number does not
+        enter the estimates (and the plan) past what the master itself has seen."""
+        machine = self.core.machines.get(machine_id)
+        if machine is None:
+            return runtime_s
+        limit = machine.uptime(now) + 1.0  # the worker's and the master's clocks start apart
+        if runtime_s > limit:
+            log.warning("%s reported a runtime of %.0fs after %.0fs up; counted as %.0fs",
+                        machine_id, runtime_s, limit - 1.0, limit)
+            return limit
+        return runtime_s
 
     def _on_hello(self, identity: bytes, msg: dict, key: str | None = None) -> None:
         machine_id = msg["machine"]
@@ -519,6 +534,13 @@ class Server(Fleet, Driver):
 
 def _as_bytes(blob: bytes | str) -> bytes:
     return blob if isinstance(blob, bytes) else blob.encode("utf-8", errors="replace")
+
+
+def _tail(blob: bytes | str) -> bytes:
+    """An output tail as the master keeps it: the last ``OUTPUT_TAIL_BYTES``, whatever a worker sends
+    (the worker keeps only that much too; the master does not rely on it)."""
+    data = _as_bytes(blob)
+    return data if len(data) <= OUTPUT_TAIL_BYTES else data[-OUTPUT_TAIL_BYTES:]
 
 
 def bind_router(endpoint: str, keys: MasterKeys | None = None
