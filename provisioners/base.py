@@ -40,6 +40,7 @@ from typing import Any, ClassVar
 from bats.common.config import ClusterConfig, OptionSpec
 
 TOKEN_ENV = "BATS_TOKEN"  # the worker reads its token from this variable (bats.worker.main)
+PARENT_ENV = "BATS_PARENT_PID"  # a local worker's master, which it leaves with (--exit-with-parent)
 
 
 class NodeState(enum.Enum):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, ClassVar
 
 from bats.common.config import ClusterConfig, OptionSpec
-from bats.provisioners.base import MachineHandle, NodeState, Provisioner
+from bats.provisioners.base import PARENT_ENV, MachineHandle, NodeState, Provisioner
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,9 @@ class LocalProvisioner(Provisioner):
         for _ in range(n):
             handle = self.new_handle()
             log_path = os.path.join(log_dir, f"{handle.machine_id}.log") if log_dir else None
-            proc = self._spawn(self._argv(handle), log_path, self.bootstrap_env(handle))
+            # the worker watches this process: gone (even before the worker looks), the worker leaves
+            env = {**self.bootstrap_env(handle), PARENT_ENV: str(os.getpid())}
+            proc = self._spawn(self._argv(handle), log_path, env)
             handle.native_id = str(proc.pid)
             self._procs[handle.machine_id] = proc
             handles.append(handle)

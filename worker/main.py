@@ -49,6 +49,8 @@ from bats.worker.task import TaskRun
 
 log = logging.getLogger("bats.worker")
 TOKEN_ENV = "BATS_TOKEN"  # how a provisioner hands a worker its one-time token (not on the command line)
+PARENT_ENV = "BATS_PARENT_PID"  # with --exit-with-parent: the master's pid, from the provisioner
+
 
 SLOTS = 2  # tasks held at most until the master's welcome says otherwise: one running, one prefetched
 BYE_LINGER_MS = 1000  # how long the final ``bye`` may take to leave
@@ -104,7 +106,10 @@ class Worker:
         self._old_handlers: dict[int, Any] = {}
         self._old_wakeup = -1
         self._signals = False
-        self._parent = os.getppid()
+        # the parent to watch: the one the provisioner names (the master may be gone already, and
+        # the worker then a child of init), else whoever started this process
+        named = os.environ.pop(PARENT_ENV, "")
+        self._parent = int(named) if named.isdigit() else os.getppid()
         self.tasks_done = 0
         self.reconnects = 0
         self._watcher: SpotWatcher | None = None

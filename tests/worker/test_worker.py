@@ -465,3 +465,16 @@ def test_exit_with_parent(master: FakeMaster, tmp_path: Path) -> None:
         parent.wait(5)
         if worker_pid and not pid_gone(worker_pid):
             os.kill(worker_pid, signal.SIGKILL)
+
+
+def test_a_worker_whose_named_parent_is_gone_before_it_starts_leaves_at_once(tmp_path: Path):
+    """--exit-with-parent with the master's pid in BATS_PARENT_PID: a worker started after its master
+    died (an orphan of a start-up shell) does not reconnect forever."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    proc = subprocess.Popen([sys.executable, "-m", "bats.worker", "--master", "tcp://127.0.0.1:9", "--machine", "m",
+                             "--cluster", "c", "--exit-with-parent"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "BATS_PARENT_PID": str(gone.pid),
+                                                                     "BATS_TOKEN": "t"})
+    assert proc.wait(timeout=20) == 0
+    assert "parent process" in proc.stderr.read()
