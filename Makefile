@@ -15,7 +15,8 @@ $(PY):
 MODULES := $(VENV)/.modules
 CODE := common master provisioners worker
 $(shell mkdir -p $(VENV); find $(CODE) -name '*.py' | sort > $(MODULES).new; \
-        cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); rm -f $(MODULES).new)
+        cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); rm -f $(MODULES).new; \
+        ls -d build/__editable__.* >/dev/null 2>&1 || rm -f $(STAMP))
 
 $(STAMP): pyproject.toml setup.py $(MODULES) | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -65,4 +66,4 @@ execution-study: $(STAMP)
 	$(PY) bench/execution_study.py --pools 200 --max-tasks 2000 --out docs/execution-study.md
 
 clean:
-	rm -rf $(VENV) bats-run build dist *.egg-info
+	rm -rf $(VENV) bats-run build dist *.egg-info .mypy_cache .ruff_cache
