@@ -419,6 +419,7 @@ class Server(Fleet, Driver):
     def _do_offer(self, action: c.OfferOptions) -> None:
         """Sampling is over: record the options, let the chooser answer (now, or on a later tick)."""
         self.journal.set_meta("options_offered_at", time.time())
+        self._checkpoint()  # the end of sampling: what it learned is safe even without the WAL
         if self.chooser is None:
             self.stop_reason = "options offered but nobody can choose"
             return
@@ -451,6 +452,13 @@ class Server(Fleet, Driver):
             "sampling_cost": view.sampling_cost, "implicit": view.budget_up_front,
             "session": self.session,
         })
+        self._checkpoint()  # a phase change: the plan and every result so far go into the main file
+
+    def _checkpoint(self) -> None:
+        try:
+            self.journal.checkpoint()
+        except JournalError as exc:  # the next flush says it again, and keeps the rows until it works
+            log.warning("journal checkpoint: %s", exc)
 
     @carries_out(c.WakeAt)
     def _do_wake(self, action: c.WakeAt) -> None:
