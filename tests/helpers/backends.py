@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 
 from helpers import daemons
+from helpers.runs import wait_for
 
 WORKER = str(Path(sys.executable).with_name("bats-worker"))
 _names = itertools.count(1)
@@ -96,7 +97,7 @@ def up(name: str, root: Path, same_port: bool = False) -> Iterator[Backend]:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
             if name == "sge":  # and let Grid Engine see those jobs end before it may be stopped
-                daemons.wait_until(lambda: cluster not in _sh_out("qstat", "-xml"), 30, "the jobs to end")
+                wait_for(lambda: cluster not in _sh_out("qstat", "-xml"), 30, "the jobs to end")
 
 
 def _sh_out(*argv: str) -> str:
