@@ -29,7 +29,10 @@ A frame may also carry several messages packed back to back (a msgpack stream), 
 several ready for the other side at once: one ZeroMQ message then moves a burst of short tasks or
 their results. Every frame goes through :func:`decode_all` (or :func:`decode` where exactly one
 message is expected), which checks size, version, type and the type and range of each field and
-raises :class:`ProtocolError` with a one-line reason; callers log and drop the whole frame.
+raises :class:`ProtocolError` with a one-line reason; callers log and drop the whole frame. A
+frame from a peer that has not said a valid hello is read only as far as its first message
+(:func:`decode_first`). Nesting is bounded by msgpack itself (deeper than 1,024 levels is refused
+before anything is built), and every field the schema names must be a scalar.
 """
 
 from __future__ import annotations
@@ -164,6 +167,22 @@ def decode_all(frame: bytes, allowed: frozenset[str]) -> list[dict[str, Any]]:
     if end != len(rest):
         raise ProtocolError(f"truncated message at byte {len(frame) - len(rest) + end} of the frame")
     return messages
+
+
+def decode_first(frame: bytes, allowed: frozenset[str]) -> tuple[dict[str, Any], bool]:
+    """The first message of a frame, validated, and whether more follow it; the rest is not read.
+    For a peer the master has not admitted: what it sends beyond one message costs nothing."""
+    if len(frame) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, use_list=True, max_buffer_size=MAX_FRAME_BYTES)
+    unpacker.feed(frame)
+    try:
+        msg = next(unpacker)
+    except StopIteration:
+        raise ProtocolError("truncated message at byte 0 of the frame") from None
+    except Exception as exc:
+        raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
+    return _validate(msg, allowed), unpacker.tell() < len(frame)
 
 
 def _validate(msg: Any, allowed: frozenset[str]) -> dict[str, Any]:

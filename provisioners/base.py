@@ -116,6 +116,7 @@ class Provisioner(ABC):
         self.cluster = cluster
         self.bootstrap = bootstrap
         self._serial = 0
+        self._issued: dict[str, str] = {}  # machine id -> token, for every handle made (see issued_token)
         #: the most machines the back end can give this cluster now; None: the configured max
         self.usable_max: int | None = None
 
@@ -135,7 +136,15 @@ class Provisioner(ABC):
         """A fresh machine id (unique within the run) and one-time token for the next machine."""
         self._serial += 1
         machine_id = f"{self.cluster.name}-s{self.bootstrap.session}-{self._serial}"
-        return MachineHandle(machine_id=machine_id, cluster=self.cluster.name, token=secrets.token_hex(16))
+        handle = MachineHandle(machine_id=machine_id, cluster=self.cluster.name, token=secrets.token_hex(16))
+        self._issued[machine_id] = handle.token
+        return handle
+
+    def issued_token(self, machine_id: str) -> str | None:
+        """The token :meth:`new_handle` gave ``machine_id``, or None if it made no such machine. The
+        master reads it while an acquisition is still running (a worker may say hello before the
+        call that started it returns), so it can tell such a worker from a peer that made its id up."""
+        return self._issued.get(machine_id)
 
     def bootstrap_argv(self, handle: MachineHandle, extra: tuple[str, ...] = ()) -> list[str]:
         """The command a machine runs to join the master as a worker."""

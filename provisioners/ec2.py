@@ -38,6 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
+from bats.common import clock
 from bats.common.config import ClusterConfig, OptionSpec
 from bats.provisioners import cloud
 from bats.provisioners.base import MachineHandle, NodeState, Provisioner, ProvisionerError
@@ -204,7 +205,7 @@ class Ec2Provisioner(Provisioner):
             spec["Placement"] = {"AvailabilityZone": o["zone"]}
         if o.get("instance_profile"):
             spec["IamInstanceProfile"] = {"Name": o["instance_profile"]}
-        handle.data["launched_at"] = time.time()
+        handle.data["launched_at"] = clock.now()
         if spot and o.get("spot_api") == "request_spot_instances":
             params: dict[str, Any] = {
                 "InstanceCount": 1, "Type": "one-time",
@@ -313,7 +314,7 @@ class Ec2Provisioner(Provisioner):
         return states
 
     def _missing(self, handle: MachineHandle) -> NodeState:
-        young = time.time() - handle.data.get("launched_at", 0.0) < NOT_FOUND_GRACE_S
+        young = clock.now() - handle.data.get("launched_at", 0.0) < NOT_FOUND_GRACE_S
         return NodeState.UNKNOWN if young else NodeState.GONE
 
     def _instances(self, filters: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ import threading
 import time
 from typing import Any, ClassVar
 
+from bats.common import clock
 from bats.common.config import ClusterConfig, OptionSpec
 from bats.provisioners import cloud
 from bats.provisioners.base import MachineHandle, NodeState, Provisioner, ProvisionerError
@@ -212,7 +213,7 @@ class LibcloudProvisioner(Provisioner):
             kwargs[o["tags_arg"]] = tags
         if resolved["location"] is not None:
             kwargs["location"] = resolved["location"]
-        handle.data["launched_at"] = time.time()
+        handle.data["launched_at"] = clock.now()
         node = self._call("create_node", "create_node", name=self._node_name(handle),
                           size=resolved["size"], image=resolved["image"], **kwargs)
         if isinstance(node, list):  # some drivers answer a list (EC2 with ex_mincount)
@@ -250,7 +251,7 @@ class LibcloudProvisioner(Provisioner):
         for handle in handles:
             node = nodes.get(handle.native_id)
             if node is None:
-                young = time.time() - handle.data.get("launched_at", 0.0) < 120.0
+                young = clock.now() - handle.data.get("launched_at", 0.0) < 120.0
                 states[handle.machine_id] = NodeState.UNKNOWN if young else NodeState.GONE
             else:
                 states[handle.machine_id] = NODE_STATES.get(str(node.state).lower(), NodeState.UNKNOWN)

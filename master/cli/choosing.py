@@ -15,11 +15,11 @@ import logging
 import queue
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
+from bats.common import clock
 from bats.master.core.actions import OfferOptions
 from bats.master.core.bats.policy import BatsCore, Choice
 from bats.master.core.planning.planner import Option, spread
@@ -101,7 +101,7 @@ class Chooser:
 
     def _chosen(self, answer: Answer | None) -> Answer | None:
         if isinstance(answer, Chosen):
-            self.chosen_at = time.time()
+            self.chosen_at = clock.now()
         return answer
 
 

@@ -20,12 +20,11 @@ import os
 import random
 import secrets
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bats.common import __version__
+from bats.common import __version__, clock
 from bats.common.config import Config, ConfigError
 from bats.master.state.bag import BagError, load_bag
 
@@ -233,7 +232,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
     meta = {"bag_path": os.path.abspath(args.bag), "bag_sha256": bag.sha256, "tasks": len(bag),
             "config_path": os.path.abspath(args.config) if args.config else None,
             "config_sha256": _sha256(Path(args.config)) if args.config else None,
-            "settings": settings, "started_at": time.time(), "version": __version__}
+            "settings": settings, "started_at": clock.now(), "version": __version__}
     # The copies go first: once the journal exists, --resume relies on them.
     try:
         _write_private(bag_copy, b"\n".join(bag.lines) + b"\n")
@@ -365,7 +364,7 @@ def run(args: argparse.Namespace) -> int:
         _listen, advertise = _endpoints(config)
         if advertise is None:
             advertise = bound.replace("0.0.0.0", _host_address())
-        session = journal.add_session(time.time())
+        session = journal.add_session(clock.now())
         bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
                               heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"),
                               state_dir=args.state_dir, config_dir=_config_dir(journal.meta, config),
@@ -387,7 +386,7 @@ def run(args: argparse.Namespace) -> int:
                 len(finished), len(bag))
         view = None if args.quiet else LiveView(log_every_s=_log_every(core))
         earlier_spent = sum(row["cost"] for row in journal.machines() if row["session"] < session)
-        watch = Watch(time.time(), core.done + core.failed, view, _control(args.state_dir, journal.run_id),
+        watch = Watch(clock.now(), core.done + core.failed, view, _control(args.state_dir, journal.run_id),
                       earlier_spent)
         if dashboard is not None:
             dashboard.figures = watch.current
@@ -411,7 +410,7 @@ def run(args: argparse.Namespace) -> int:
             sock.close(linger=0)
             if auth is not None:
                 auth.stop()
-        report = build_report(core, finish, journal, config, session, time.time(), args.state_dir)
+        report = build_report(core, finish, journal, config, session, clock.now(), args.state_dir)
         _redraw_plot(args.plot, core)
         if server.plan_s is not None:
             report["timings"] = {"plan_s": server.plan_s}
@@ -520,7 +519,7 @@ def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -
             log.warning("cluster %s: terminated %d machine(s) an earlier session left running: %s",
                         name, len(found), ", ".join(sorted(found)))
         found_by_cluster[name] = found
-    bill_leftovers(journal, config, found_by_cluster, time.time(), session)
+    bill_leftovers(journal, config, found_by_cluster, clock.now(), session)
 
 
 def cleanup(argv: Sequence[str]) -> int:
@@ -543,7 +542,7 @@ def cleanup(argv: Sequence[str]) -> int:
         bootstrap = Bootstrap(master_endpoint="", run_id=journal.run_id, session=0,
                               config_dir=_config_dir(journal.meta, config))
         status, found = _clean_clusters(config, bootstrap)
-        added = bill_leftovers(journal, config, found, time.time(), journal.sessions()[-1][0] + 1)
+        added = bill_leftovers(journal, config, found, clock.now(), journal.sessions()[-1][0] + 1)
     if added:
         print(f"charged {added:.4f} more to the run for the time those machines were left running")
     return status

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bats.common import clock
 from bats.common.protocol import encode
 from bats.master import core as c
 from bats.master.driver import carries_out
@@ -60,7 +61,7 @@ class Fleet:
         def _flush_journal(self) -> bool: ...
         def _journal_machine(self, machine: c.Machine, now: float) -> None: ...
         def _send(self, identity: bytes, frame: bytes) -> None: ...
-        def _on_hello(self, identity: bytes, msg: dict, key: str | None = None) -> None: ...
+        def _on_hello(self, identity: bytes, msg: dict, key: str | None = None) -> bool: ...
         def _forget(self, peer: _Peer) -> None: ...
 
     def _init_fleet(self, provisioners: dict[str, Provisioner]) -> None:
@@ -103,7 +104,7 @@ class Fleet:
     def _do_acquire(self, action: c.Acquire) -> None:
         if self._shutting_down:
             return
-        n, cluster, asked_at = action.n, action.cluster, time.time()
+        n, cluster, asked_at = action.n, action.cluster, clock.now()
         intent = next(self._intent_ids)
         self._intents[intent] = {"session": self.session, "cluster": cluster, "n": n, "asked_at": asked_at}
         self.journal.set_meta("acquiring", list(self._intents.values()))
@@ -129,7 +130,7 @@ class Fleet:
             return
         log.warning("cluster %s: %d machine(s) came after they were given up on; releasing them: %s",
                     cluster, len(handles), ", ".join(_describe(h) for h in handles))
-        now = time.time()
+        now = clock.now()
         for handle in handles:
             self.handles[handle.machine_id] = handle
             self._feed(c.MachineCameLate(now, handle.machine_id, handle.cluster, asked_at))
@@ -144,11 +145,11 @@ class Fleet:
         if not outcome.ok:
             log.error("cluster %s: acquiring %d machine(s) failed after %d attempt(s): %s", cluster, n,
                       outcome.attempts, outcome.error)
-            self._feed(c.AcquireFailed(time.time(), cluster, n, str(outcome.error)))
+            self._feed(c.AcquireFailed(clock.now(), cluster, n, str(outcome.error)))
             return
         handles = outcome.value
         assert isinstance(handles, list)
-        now = time.time()
+        now = clock.now()
         for handle in handles:
             self.handles[handle.machine_id] = handle
             self._feed(c.MachineAcquired(now, handle.machine_id, handle.cluster))
@@ -199,7 +200,7 @@ class Fleet:
             if not (self.keep_machines and self.stop_reason is not None):
                 self._send(peer.identity, encode("stop", reason=action.reason))
             self._forget(peer)
-        self._give_back(action.machine, time.time())
+        self._give_back(action.machine, clock.now())
 
     def _lose(self, machine_id: str, reason: str, now: float) -> None:
         self._feed(c.MachineLost(now, machine_id, reason))
@@ -245,7 +246,7 @@ class Fleet:
         if not outcome.ok:
             log.warning("cluster %s: status query failed: %s", outcome.cluster, outcome.error)
             return
-        now = time.time()
+        now = clock.now()
         states = outcome.value
         assert isinstance(states, dict)
         for machine_id, state in states.items():
@@ -263,7 +264,7 @@ class Fleet:
         """Release whatever is still held, tell connected workers to stop, wait for the provisioner
         calls still open (releases above all), say what was released, commit the journal."""
         self._shutting_down = True
-        now = time.time()
+        now = clock.now()
         for machine in self.core.machines.values():
             self._journal_machine(machine, now)
         keep = self.keep_machines and self.stop_reason is not None

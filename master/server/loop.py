@@ -1,7 +1,7 @@
 """The real-time driver: a ZeroMQ ROUTER socket, provisioner plugins and the journal around the core.
 
 How this works. One thread, one loop: poll the ROUTER socket, decode and validate each frame
-(:mod:`bats.common.protocol`), turn it into a core event stamped with ``time.time()``, and carry out
+(:mod:`bats.common.protocol`), turn it into a core event stamped with ``clock.now()``, and carry out
 the actions the core answers with: send a task, ask a provisioner for machines or give them back,
 journal a result. Every ``TICK_S`` the loop also commits the journal, sends heartbeats, declares
 workers lost that were silent past the liveness limit or whose process the provisioner reports
@@ -45,6 +45,7 @@ from typing import cast
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
+from bats.common import clock
 from bats.common.config import Config
 from bats.common.protocol import (
     MAX_FRAME_BYTES,
@@ -52,6 +53,7 @@ from bats.common.protocol import (
     WORKER_TYPES,
     ProtocolError,
     decode_all,
+    decode_first,
     encode,
 )
 from bats.master import core as c
@@ -72,7 +74,13 @@ TICK_S = 0.2  # loop housekeeping period: journal commit, liveness, heartbeats
 STATUS_POLL_S = 1.0  # how often provisioners are asked about their machines
 MACHINE_SNAPSHOT_S = 2.0  # how often live machines' uptime is journaled (cost survives a crash)
 DRAIN_BATCH = 2000  # frames handled before housekeeping gets a turn
-EARLY_HELLOS = 256  # hellos held while acquisitions are in flight (their machine ids are not known yet)
+# An unadmitted peer (no valid hello yet) gets at most one reply per this many seconds, and one
+# dropped message per frame is looked at: what such a peer can make the master hold or send is bounded
+UNADMITTED_REPLY_S = 1.0
+UNADMITTED_REMEMBERED = 4096  # identities whose last reply time is kept; the oldest are forgotten
+# per-peer queue limits sized to the protocol: a worker holds at most 16 tasks, the master answers each
+# peer with one frame per drain batch, so an honest peer never has more than a few dozen frames queued
+PEER_HWM = 1000
 # plain ints: pyzmq's flag enums cost an enum construction per ``|`` on the hot path
 _NOBLOCK = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
@@ -128,7 +136,9 @@ class Server(Fleet, Driver):
         self.bound_keys: dict[str, str] = {}
         self._frame_key: str | None = None  # client key of the frame being handled (secure)
         self.keep_machines = keep_machines  # on a stop by signal, leave machines running
-        self._early: dict[str, tuple[bytes, dict, str | None]] = {}  # hellos that came before their acquisition returned
+        # hellos with a token the provisioner issued that came before their acquisition returned
+        self._early: dict[str, tuple[bytes, dict, str | None]] = {}
+        self._replied: dict[bytes, float] = {}  # unadmitted identity -> when it was last answered
         self._init_fleet(provisioners)
         self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
         Driver.__init__(self)
@@ -138,8 +148,8 @@ class Server(Fleet, Driver):
         """Run until the core finishes; returns its :class:`~bats.master.core.base.Finish`."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            self._poll_prices(time.time(), time.monotonic())  # the clouds' prices before anything is bought
-            started = time.time()
+            self._poll_prices(clock.now(), time.monotonic())  # the clouds' prices before anything is bought
+            started = clock.now()
             self._feed(c.RunStarted(started))
             # spot price traces (emulation): (time, cluster, price), fed as they come due
             self._price_feed = sorted((started + offset, name, price)
@@ -152,7 +162,7 @@ class Server(Fleet, Driver):
             timers = {"status": 0.0, "snapshot": 0.0, "heartbeat": 0.0}
             while self.finish is None:
                 if self.stop_reason is not None:
-                    self._feed(c.StopRequested(time.time(), self.stop_reason))
+                    self._feed(c.StopRequested(clock.now(), self.stop_reason))
                     break
                 self._drain()
                 mono = time.monotonic()
@@ -248,48 +258,71 @@ class Server(Fleet, Driver):
             peer = self.peers.get(identity)
             self._drop(peer.machine if peer else f"peer {identity.hex()}", f"expected 1 frame, got {len(parts) - 1}")
             return
+        peer = self.peers.get(identity)
         try:
-            messages = decode_all(parts[1], WORKER_TYPES)
+            if peer is None:  # not admitted: one message is read, the rest only once a hello admits it
+                first, more = decode_first(parts[1], WORKER_TYPES)
+                if not self._on_message(identity, first) or not more:
+                    return
+                messages = decode_all(parts[1], WORKER_TYPES)[1:]
+            else:
+                messages = decode_all(parts[1], WORKER_TYPES)
         except ProtocolError as exc:
-            peer = self.peers.get(identity)
             self._drop(peer.machine if peer else f"peer {identity.hex()}", str(exc))
             return
         for msg in messages:
-            self._on_message(identity, msg)
+            if not self._on_message(identity, msg):
+                break  # the peer was refused or forgotten: the rest of its frame is not looked at
 
-    def _on_message(self, identity: bytes, msg: dict) -> None:
+    def _on_message(self, identity: bytes, msg: dict) -> bool:
+        """Handle one message; False when its peer is not admitted and the rest of its frame is
+        dropped unread (one hello per frame is looked at, at most)."""
         kind = msg["type"]
         if kind == "hello":
-            self._on_hello(identity, msg)
-            return
+            return self._on_hello(identity, msg)
         peer = self.peers.get(identity)  # looked up per message: a hello earlier in the frame counts
         if peer is None:
             if kind == "bye":  # a worker the master released (and forgot) saying goodbye
                 log.debug("bye from released peer %s", identity.hex())
-                return
+                return False
             self._drop(f"peer {identity.hex()}", f"{kind} before hello")
-            self._send(identity, encode("unknown"))
-            return
+            self._answer_unadmitted(identity, encode("unknown"))
+            return False
         peer.last_seen = time.monotonic()
         if kind == "result":
-            now = time.time()
+            now = clock.now()
             self._feed(c.TaskFinished(
                 now, peer.machine, msg["task"], msg["attempt"], msg["exit_code"],
                 self._believable_runtime(peer.machine, float(msg["runtime_s"]), now), msg["timed_out"], msg["ask"],
                 _tail(msg["stdout"]), _tail(msg["stderr"]),
             ))
         elif kind == "ask":
-            self._feed(c.WorkerAsked(time.time(), peer.machine, msg["n"]))
+            self._feed(c.WorkerAsked(clock.now(), peer.machine, msg["n"]))
         elif kind == "bye":
             self._forget(peer)
-            self._feed(c.MachineLost(time.time(), peer.machine, f"worker left ({msg['reason']})"))
+            self._feed(c.MachineLost(clock.now(), peer.machine, f"worker left ({msg['reason']})"))
         elif kind == "interruption":  # the cloud takes the machine soon: its tasks go elsewhere now
             reason = f"spot interruption notice ({msg['action'][:20]} at {msg['time'][:40]})"
             log.warning("%s: %s; its tasks go back into the bag", peer.machine, reason)
             self._send(peer.identity, encode("stop", reason=reason))
             self._forget(peer)
-            self._lose(peer.machine, reason, time.time())
+            self._lose(peer.machine, reason, clock.now())
         # heartbeat: last_seen is all it updates
+        return True
+
+    def _answer_unadmitted(self, identity: bytes, frame: bytes) -> None:
+        """Reply to a peer that is not admitted, at most once per ``UNADMITTED_REPLY_S``: a peer that
+        sends and never reads must not grow the master's send queues with answers."""
+        now = time.monotonic()
+        last = self._replied.get(identity)
+        if last is not None and now - last < UNADMITTED_REPLY_S:
+            return
+        if len(self._replied) >= UNADMITTED_REMEMBERED:
+            for old in list(self._replied)[:UNADMITTED_REMEMBERED // 2]:  # insertion order: oldest first
+                del self._replied[old]
+        self._replied.pop(identity, None)
+        self._replied[identity] = now
+        self._send(identity, frame)
 
     def _believable_runtime(self, machine_id: str, runtime_s: float, now: float) -> float:
         """A worker's runtime, at most the time its machine has been up: a peer's number does not
@@ -304,40 +337,41 @@ class Server(Fleet, Driver):
             return limit
         return runtime_s
 
-    def _on_hello(self, identity: bytes, msg: dict, key: str | None = None) -> None:
+    def _on_hello(self, identity: bytes, msg: dict, key: str | None = None) -> bool:
+        """Admit a worker, or hold its hello until the acquisition that started it returns, or refuse
+        it. True when the peer is admitted (or held): the rest of its frame is then read."""
         machine_id = msg["machine"]
         handle = self.handles.get(machine_id)
         if self.secure and key is None:
             key = self._frame_key
-        if handle is None and self.calls.busy("acquire", msg["cluster"]):
+        if handle is None and self.calls.busy("acquire", msg["cluster"]) and self._issued(msg):
             self._collect_calls()  # the acquisition that started this worker may have just returned
             handle = self.handles.get(machine_id)
-            if handle is None and self.calls.busy("acquire", msg["cluster"]) and len(self._early) < EARLY_HELLOS:
-                self._early[machine_id] = (identity, msg, key)  # answered once the acquisition returns
-                return
+            if handle is None and self.calls.busy("acquire", msg["cluster"]):
+                return self._hold_early(identity, msg, key)
         if (handle is None or msg["cluster"] != handle.cluster
                 or not hmac.compare_digest(msg["token"].encode(), handle.token.encode())):
             handle = self._join(msg)  # a worker started by hand (manual) may take a seat
         if handle is None:
             self._drop(f"peer {identity.hex()}", f"hello from unknown machine {machine_id!r} or bad token")
-            self._send(identity, encode("stop", reason="unknown machine or bad token"))
-            return
+            self._answer_unadmitted(identity, encode("stop", reason="unknown machine or bad token"))
+            return False
         machine_id = handle.machine_id  # a worker started by hand is known by the seat it took
         if self.secure:
             if identity[:1] == b"\0":  # ROUTER-assigned ids are predictable: see _impostor
                 self._drop(f"peer {identity.hex()}", f"hello for {machine_id} from a connection without a random id")
-                self._send(identity, encode("stop", reason="connect with a random routing id (bats-worker does)"))
-                return
+                self._answer_unadmitted(identity, encode("stop", reason="connect with a random routing id (bats-worker does)"))
+                return False
             if not key or self.bound_keys.setdefault(machine_id, key) != key:
                 # no client key, or the token was first used by a connection with another key
                 self._drop(f"peer {identity.hex()}", f"hello for {machine_id} from a second client key; "
                            "its token is bound to the connection that used it first")
-                self._send(identity, encode("stop", reason="token already used by another connection"))
-                return
+                self._answer_unadmitted(identity, encode("stop", reason="token already used by another connection"))
+                return False
         machine = self.core.machines.get(machine_id)
         if machine is None or machine.state is c.MachineState.GONE:
             self._send(identity, encode("stop", reason="machine is no longer part of the run"))
-            return
+            return False
         old = self.peer_of.get(machine_id)
         if old is not None:
             self.peers.pop(old.identity, None)
@@ -348,7 +382,26 @@ class Server(Fleet, Driver):
         self._send(identity, encode("welcome", machine=machine_id, heartbeat_s=self.config.master.heartbeat_s,
                                     liveness_s=self.config.master.liveness_s,
                                     prefetch=self.config.master.worker_capacity - 1))
-        self._feed(c.MachineUp(time.time(), machine_id))
+        self._feed(c.MachineUp(clock.now(), machine_id))
+        return True
+
+    def _issued(self, msg: dict) -> bool:
+        """Whether a hello's machine id and token are ones its cluster's provisioner issued (checked
+        before the acquisition returns: a peer cannot make a held hello up)."""
+        provisioner = self.provisioners.get(msg["cluster"])
+        token = provisioner.issued_token(msg["machine"]) if provisioner is not None else None
+        return token is not None and hmac.compare_digest(msg["token"].encode(), token.encode())
+
+    def _hold_early(self, identity: bytes, msg: dict, key: str | None) -> bool:
+        """Keep a valid hello whose acquisition has not returned; it is answered when it has. Only
+        the connection that presented the token first is kept (its reconnects replace it)."""
+        held = self._early.get(msg["machine"])
+        if held is not None and self.secure and held[2] != key:
+            self._drop(f"peer {identity.hex()}", f"hello for {msg['machine']} from a second client key")
+            self._answer_unadmitted(identity, encode("stop", reason="token already used by another connection"))
+            return False
+        self._early[msg["machine"]] = (identity, msg, key)
+        return True
 
     def _join(self, msg: dict) -> MachineHandle | None:
         """A worker no provisioner started (``manual``): its cluster's provisioner may seat it in one
@@ -401,7 +454,7 @@ class Server(Fleet, Driver):
     def _do_record(self, action: c.RecordResult) -> None:
         self.journal.record_result(
             action.task, action.status, action.exit_code, action.runtime_s, action.machine,
-            action.attempts, action.timed_out, action.stdout, action.stderr, time.time(),
+            action.attempts, action.timed_out, action.stdout, action.stderr, clock.now(),
         )
         if action.status == "failed":
             log.info("task %d failed on %s (exit %d%s)", action.task, action.machine, action.exit_code,
@@ -418,7 +471,7 @@ class Server(Fleet, Driver):
     @carries_out(c.OfferOptions)
     def _do_offer(self, action: c.OfferOptions) -> None:
         """Sampling is over: record the options, let the chooser answer (now, or on a later tick)."""
-        self.journal.set_meta("options_offered_at", time.time())
+        self.journal.set_meta("options_offered_at", clock.now())
         self._checkpoint()  # the end of sampling: what it learned is safe even without the WAL
         if self.chooser is None:
             self.stop_reason = "options offered but nobody can choose"
@@ -436,7 +489,7 @@ class Server(Fleet, Driver):
             if self.stop_reason is None:
                 self.stop_reason = answer.reason
             return
-        self._feed(c.ScheduleChosen(time.time(), answer.option, answer.cushion_accepted))
+        self._feed(c.ScheduleChosen(clock.now(), answer.option, answer.cushion_accepted))
 
     def _journal_plan(self) -> None:
         """Once a plan is being executed, journal its budget, so that ``--resume`` goes on with
@@ -481,13 +534,13 @@ class Server(Fleet, Driver):
             for tasks, completion in made or ():
                 offers.append(Offer(name, int(tasks), float(completion)))
         log.info("offers: %s", ", ".join(f"{o.pool} {o.tasks} in {o.completion:.0f}s" for o in offers) or "none")
-        self._feed(c.OffersMade(time.time(), tuple(offers)))
+        self._feed(c.OffersMade(clock.now(), tuple(offers)))
 
     # ------------------------------------------------------------ housekeeping
     def _housekeeping(self, mono: float, timers: dict[str, float]) -> None:
         master = self.config.master
         self._collect_calls()
-        now = time.time()
+        now = clock.now()
         for peer in list(self.peers.values()):
             silent = mono - peer.last_seen
             if silent > master.liveness_s:
@@ -562,8 +615,8 @@ def bind_router(endpoint: str, keys: MasterKeys | None = None
     auth = secure_router(context, sock, keys) if keys is not None else None
     sock.setsockopt(zmq.LINGER, 500)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)  # larger frames drop the peer, not us
-    sock.setsockopt(zmq.SNDHWM, 100_000)
-    sock.setsockopt(zmq.RCVHWM, 100_000)
+    sock.setsockopt(zmq.SNDHWM, PEER_HWM)
+    sock.setsockopt(zmq.RCVHWM, PEER_HWM)
     try:
         sock.bind(endpoint)
     except zmq.ZMQError:

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from bats.common import clock
 from bats.common.durations import format_duration
 from bats.master.core import MachineState, atus_begun
 
@@ -45,7 +46,7 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
     """The run's live figures (see the module docstring); ``already`` tasks were finished by
     earlier sessions and do not count towards this session's rate."""
     core = server.core
-    now = time.time() if now is None else now
+    now = clock.now() if now is None else now
     finished = core.done + core.failed
     elapsed = max(1e-9, now - started_wall)
     rate = (finished - already) / elapsed
@@ -349,7 +350,7 @@ class Watch:
     def finish(self, server: Server) -> None:
         """After the loop: journal what a run too short for a snapshot left unsaid."""
         self._journal_options(server)
-        self._journal_choice(server, time.time())
+        self._journal_choice(server, clock.now())
 
     def close(self) -> None:
         if self.view is not None:

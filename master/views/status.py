@@ -4,7 +4,8 @@ How it works. While a run is going, the master binds a ZeroMQ REP socket on
 ``tcp://127.0.0.1:PORT`` (a free port; loopback only, so only this machine can ask) and writes
 ``STATE_DIR/control.json`` with the endpoint, its pid and the run id. The server's tick (every
 0.2 s) answers any request waiting there with the latest snapshot of :mod:`bats.master.views.live`, as
-JSON; requests carry nothing. At exit the master removes ``control.json``. A TCP port rather than an
+JSON; requests carry nothing. At most a few requests are answered per tick, all with one snapshot,
+so a local process flooding the port slows ``status``, never the run. At exit the master removes ``control.json``. A TCP port rather than an
 ipc socket file: it works whatever the length of the state dir's path.
 
 ``status`` reads ``control.json``, asks, and waits a few seconds. No file: no run is active there.
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 CONTROL_NAME = "control.json"
 ASK_TIMEOUT_S = 5.0
+ANSWERS_PER_TICK = 4  # status requests answered per server tick (0.2 s); the rest wait
 
 
 class StatusError(Exception):
@@ -45,25 +47,31 @@ class ControlServer:
         self._sock.bind("tcp://127.0.0.1:*")
         self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         tmp = self.path.with_name(CONTROL_NAME + ".tmp")
-        tmp.write_text(json.dumps({"endpoint": self.endpoint, "pid": os.getpid(), "run_id": run_id}) + "\n")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps({"endpoint": self.endpoint, "pid": os.getpid(), "run_id": run_id}) + "\n")
         os.replace(tmp, self.path)
         log.info("status requests answered on %s (%s)", self.endpoint, self.path)
 
     def serve(self, figures: Callable[[], dict[str, Any]]) -> int:
-        """Answer every request waiting; never blocks. Returns how many were answered."""
+        """Answer the requests waiting, at most ``ANSWERS_PER_TICK`` of them, with one snapshot made
+        once for all; never blocks. Returns how many were answered. A local process that floods the
+        port can only make ``status`` slow, never the run: the rest wait for the next tick."""
         import zmq
 
         answered = 0
-        while self._sock is not None:
+        reply: bytes | None = None
+        while self._sock is not None and answered < ANSWERS_PER_TICK:
             try:
                 self._sock.recv(zmq.NOBLOCK)
             except zmq.Again:
                 break
-            try:
-                reply = json.dumps({"ok": True, "status": figures()}).encode()
-            except Exception as exc:  # a status request must never take the run down
-                log.warning("status request: %s", exc)
-                reply = json.dumps({"ok": False, "error": str(exc)}).encode()
+            if reply is None:
+                try:
+                    reply = json.dumps({"ok": True, "status": figures()}).encode()
+                except Exception as exc:  # a status request must never take the run down
+                    log.warning("status request: %s", exc)
+                    reply = json.dumps({"ok": False, "error": str(exc)}).encode()
             self._sock.send(reply)
             answered += 1
         return answered

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from bats.common import protocol
 from bats.common.protocol import (
     MASTER_TYPES,
     MAX_FRAME_BYTES,
@@ -406,3 +407,23 @@ def test_decode_all_of_arbitrary_bytes_only_ever_raises_protocol_error(data):
     except ProtocolError:
         return
     assert messages and all(passes_schema(m, WORKER_TYPES) for m in messages)
+
+
+def test_decode_first_reads_one_message_and_says_whether_more_follow():
+    one = protocol.encode("heartbeat")
+    assert protocol.decode_first(one, protocol.WORKER_TYPES) == ({"v": 1, "type": "heartbeat"}, False)
+    msg, more = protocol.decode_first(one + b"\xc1" * 1000, protocol.WORKER_TYPES)  # the rest is never read
+    assert msg["type"] == "heartbeat" and more
+    for bad in (b"", b"\x91", b"\xc1"):
+        with pytest.raises(protocol.ProtocolError):
+            protocol.decode_first(bad, protocol.WORKER_TYPES)
+
+
+@pytest.mark.parametrize("depth", [2_000, 200_000])
+def test_deeply_nested_frames_are_refused_before_anything_is_built(depth):
+    frame = b"\x91" * depth + b"\xc0"  # arrays in arrays
+    for decode in (protocol.decode, protocol.decode_all):
+        with pytest.raises(protocol.ProtocolError):
+            decode(frame, protocol.WORKER_TYPES)
+    with pytest.raises(protocol.ProtocolError):
+        protocol.decode_first(frame, protocol.WORKER_TYPES)
