@@ -45,6 +45,7 @@ from bats.common import __version__
 from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
 from bats.worker.spot import SpotWatcher
+from bats.worker import reaper
 from bats.worker.task import TaskRun
 
 log = logging.getLogger("bats.worker")
@@ -79,6 +80,7 @@ class WorkerOptions:
     spot_notice: str | None = None  # instance metadata base URL to watch for a spot interruption
     spot_poll_s: float = 5.0
     server_key: str | None = None  # the master's CurveZMQ public key (Z85); None: plain TCP
+    reap_detached: bool = False  # kill what a task left running outside its group (bats.worker.reaper)
 
 
 class Worker:
@@ -341,6 +343,8 @@ class Worker:
         while run is not None and run.step(now):
             self._running = None
             self.tasks_done += 1
+            if self.opts.reap_detached:
+                reaper.kill_leftovers(keep=set())  # no other task is running: every child is a leftover
             self._deliver(run.result_fields(), now)
             if self._queue:
                 self._start(self._queue.popleft(), now)
@@ -365,6 +369,8 @@ class Worker:
             log.warning("killing task %d on the way out", self._running.task)
             self._running.abort()
             self._running = None
+        if self.opts.reap_detached:
+            reaper.kill_leftovers(keep=set())
         self._queue.clear()
         if self._sock is not None:
             self._send(encode("bye", reason=reason), time.monotonic())
@@ -516,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_s=args.heartbeat, liveness_s=args.liveness, slowdown=args.slowdown,
         exit_with_parent=args.exit_with_parent, noop=args.noop, server_key=args.server_key,
         spot_notice=args.spot_notice, spot_poll_s=args.spot_poll,
+        reap_detached=reaper.become_subreaper(),
     )
     if not args.server_key:
         log.warning("no --server-key: connecting to %s without encryption (the master must run --insecure)",

@@ -280,6 +280,22 @@ def test_background_child_holding_the_pipe_does_not_hold_the_result(master: Fake
     wait_for(lambda: not group_alive(int(pid)), 3, "the leftover sleep to be cleaned up")
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers are a Linux feature")
+@pytest.mark.parametrize("timeout_s", [None, 0.5])
+def test_a_process_a_task_detached_from_its_group_does_not_outlive_it(master: FakeMaster, spawn: Any,
+                                                                      tmp_path: Path, timeout_s: float | None) -> None:
+    spawn(master.endpoint)
+    master.handshake()
+    pidfile = tmp_path / "detached.pid"
+    # setsid puts the sleeper in a session (and group) of its own: the group kill cannot reach it
+    master.task(5, f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' & sleep 0.3; "
+                   f"{'sleep 30' if timeout_s else 'true'}", timeout_s=timeout_s)
+    res = master.expect("result")
+    assert res["timed_out"] is (timeout_s is not None)
+    detached = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 5, "the detached pid"))
+    wait_for(lambda: pid_gone(detached), 5, "the detached sleeper to be killed")
+
+
 def test_slowdown_stretches_runtime_while_serving_heartbeats(master: FakeMaster, spawn: Any) -> None:
     spawn(master.endpoint, "--slowdown", "3")
     master.handshake(heartbeat_s=0.1)
