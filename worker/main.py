@@ -44,8 +44,8 @@ from zmq.utils import z85
 from bats.common import __version__
 from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
-from bats.worker.spot import SpotWatcher
 from bats.worker import reaper
+from bats.worker.spot import SpotWatcher
 from bats.worker.task import TaskRun
 
 log = logging.getLogger("bats.worker")
