@@ -361,6 +361,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         finished = journal.finished_tasks()
+        if args.resume and len(finished) >= len(bag) and not getattr(args, "retry_failed", False):
+            sock.close(linger=0)
+            if auth is not None:
+                auth.stop()
+            if dashboard is not None:
+                dashboard.close()
+            return _nothing_to_resume(args)
         _listen, advertise = _endpoints(config)
         if advertise is None:
             advertise = bound.replace("0.0.0.0", _host_address())
@@ -426,6 +433,22 @@ def run(args: argparse.Namespace) -> int:
     seen = core.view()
     planned_only = choice.plan_only and bool(seen.options or seen.plan)
     return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
+
+
+def _nothing_to_resume(args: argparse.Namespace) -> int:
+    """``--resume`` of a run whose every task has a result: no session is added, nothing is
+    started, the report stays as it was (its makespan and cost are the run's); its summary is shown."""
+    from bats.master.views.html_report import ReportError, load_report
+    from bats.master.views.report import summary
+
+    log.warning("%s: every task of this run has its result already; nothing to resume", args.state_dir)
+    try:
+        report = load_report(args.state_dir)
+    except ReportError as exc:
+        log.warning("%s; 'bats-master results' lists the results", exc)
+        return EXIT_OK
+    print(summary(report, str(Path(args.state_dir) / "report.json")))
+    return EXIT_OK if report.get("status") == "done" else EXIT_INCOMPLETE
 
 
 def _resumed_choice(journal, stored: dict, session: int):
@@ -505,7 +528,7 @@ def _redraw_plot(path: str | None, core) -> None:
 def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -> None:
     """A resumed run first terminates the machines earlier sessions left running (a master that
     crashed could not) and charges them in the journal (:mod:`bats.master.state.leftovers`)."""
-    from bats.master.state.leftovers import bill_leftovers
+    from bats.master.state.leftovers import bill_leftovers, settle_earlier_sessions
 
     found_by_cluster = {}
     for name, plugin in plugins.items():
@@ -520,6 +543,7 @@ def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -
                         name, len(found), ", ".join(sorted(found)))
         found_by_cluster[name] = found
     bill_leftovers(journal, config, found_by_cluster, clock.now(), session)
+    settle_earlier_sessions(journal, session, set(found_by_cluster))
 
 
 def cleanup(argv: Sequence[str]) -> int:

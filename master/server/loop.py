@@ -590,7 +590,7 @@ class Server(Fleet, Driver):
         self.journal.record_machine(
             machine.id, machine.cluster, self.session, machine.acquired_at, machine.up_at,
             machine.released_at, machine.nt, machine.rt, machine.uptime(now), atus, cost,
-            machine.state.value,
+            machine.state.value, machine.release_reason,
         )
 
 def _as_bytes(blob: bytes | str) -> bytes:

@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 
 JOURNAL_NAME = "journal.sqlite"
 APPLICATION_ID = 0x42615453  # "BaTS"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: machines.reason (why each machine left the run)
 RESULT_STATUSES = ("done", "failed")
 _BUSY_TIMEOUT_S = 10.0
 
@@ -101,17 +101,20 @@ CREATE TABLE machines (
     uptime_s    REAL NOT NULL,
     atus        INTEGER NOT NULL,
     cost        REAL NOT NULL,
-    state       TEXT NOT NULL
+    state       TEXT NOT NULL,
+    reason      TEXT NOT NULL DEFAULT ''
 );
 """
 
 _RESULT_COLUMNS = "task_id, status, exit_code, runtime_s, machine, attempts, timed_out, stdout, stderr, finished_at"
 _MACHINE_COLUMNS = (
-    "machine_id, cluster, session, acquired_at, ready_at, released_at, nt, rt_s, uptime_s, atus, cost, state"
+    "machine_id, cluster, session, acquired_at, ready_at, released_at, nt, rt_s, uptime_s, atus, cost, state, reason"
 )
 _MACHINE_KEYS = tuple(name.strip() for name in _MACHINE_COLUMNS.split(","))
 _INSERT_RESULT = f"INSERT INTO results ({_RESULT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-_INSERT_MACHINE = f"INSERT OR REPLACE INTO machines ({_MACHINE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_MACHINE = f"INSERT OR REPLACE INTO machines ({_MACHINE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# what each older schema needs to become the current one, applied in order when a journal is opened
+_MIGRATIONS = {1: "ALTER TABLE machines ADD COLUMN reason TEXT NOT NULL DEFAULT ''"}
 _INSERT_META = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"
 
 ResultRow = tuple[int, str, int | None, float | None, str, int, int, bytes, bytes, float]
@@ -288,6 +291,12 @@ class Journal:
             if version < 1:
                 raise JournalError(f"{path}: not a BaTS journal (no schema version)")
             _use_wal(conn, path)
+            for old in range(version, SCHEMA_VERSION):  # a journal of an earlier BaTS: brought up to date
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(_MIGRATIONS[old])
+                conn.execute(f"PRAGMA user_version={old + 1}")
+                conn.execute(_INSERT_META, ("schema_version", json.dumps(old + 1)))
+                conn.execute("COMMIT")
             meta = {key: json.loads(value) for key, value in conn.execute("SELECT key, value FROM meta")}
         except sqlite3.Error as exc:
             if conn is not None:
@@ -413,8 +422,10 @@ class Journal:
         atus: int,
         cost: float,
         state: str,
+        reason: str = "",
     ) -> None:
-        """Buffer the current state of a machine (upsert by ``machine_id``); see :meth:`flush`."""
+        """Buffer the current state of a machine (upsert by ``machine_id``); see :meth:`flush`.
+        ``reason`` says why it left the run, once it has."""
         row: MachineRow = (
             str(machine_id),
             str(cluster),
@@ -428,6 +439,7 @@ class Journal:
             int(atus),
             float(cost),
             str(state),
+            str(reason),
         )
         with self._lock:
             self._require_open()
@@ -525,6 +537,21 @@ class Journal:
                 return [(int(n), float(t)) for n, t in conn.execute("SELECT id, started_at FROM sessions ORDER BY id")]
             except sqlite3.Error as exc:
                 raise self._read_error(exc) from None
+
+    def runs_by_machine(self) -> dict[str, tuple[int, float]]:
+        """Per machine id, how many results it delivered and their summed runtime (seconds)."""
+        with self._lock:
+            conn = self._require_open()
+            try:
+                rows = conn.execute("SELECT machine, count(*), coalesce(sum(runtime_s), 0) FROM results "
+                                    "GROUP BY machine").fetchall()
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from None
+            counts = {machine: (int(n), float(rt)) for machine, n, rt in rows}
+            for row in self._pending_results.values():
+                n, rt = counts.get(row[4], (0, 0.0))
+                counts[row[4]] = (n + 1, rt + (row[3] or 0.0))
+        return counts
 
     def machines(self) -> list[dict[str, Any]]:
         """Every machine of every session, ordered by session, acquisition time and id."""

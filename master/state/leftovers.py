@@ -17,6 +17,11 @@ tags) and pass what was found to :func:`bill_leftovers`, which charges it in the
 
 The intents of the clusters that answered are then closed; those of a cluster whose back end did
 not answer stay, for the next clean-up.
+
+:func:`settle_earlier_sessions` then brings the earlier sessions' machine rows up to date: a master
+killed between two journal writes leaves rows that miss the last tasks its machines ran (they are
+counted again from the results, which are written first) and machines still marked up although
+nothing of them is left (they are marked gone when the journal last saw them, with why).
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ def bill_leftovers(journal: Journal, config: Config, found: dict[str, dict[str, 
                 atus = max(row["atus"], atus_begun(uptime, cluster.atu_s, cluster.min_charge_s))
                 cost = row["cost"] + (atus - row["atus"]) * cluster.price
                 journal.record_machine(machine_id, row["cluster"], row["session"], row["acquired_at"],
-                                       row["ready_at"], now, row["nt"], row["rt_s"], uptime, atus, cost, "gone")
+                                       row["ready_at"], now, row["nt"], row["rt_s"], uptime, atus, cost, "gone",
+                                       row["reason"] or "left running by a master that stopped; terminated")
                 added += cost - row["cost"]
                 continue
             if open_intents:
@@ -66,7 +72,7 @@ def bill_leftovers(journal: Journal, config: Config, found: dict[str, dict[str, 
             atus = atus_begun(uptime, cluster.atu_s, cluster.min_charge_s)
             cost = atus * cluster.price
             journal.record_machine(machine_id or native_id, name, session, asked_at, None, now, 0, 0.0, uptime,
-                                   atus, cost, "gone")
+                                   atus, cost, "gone", "launched for a master that stopped first; terminated")
             added += cost
             log.warning("cluster %s: %s was launched for this run but never journaled (the master stopped "
                         "first); charged %d ATU(s), %.4f, from when its acquisition was asked for",
@@ -76,3 +82,31 @@ def bill_leftovers(journal: Journal, config: Config, found: dict[str, dict[str, 
         journal.set_meta("acquiring", keep)
     journal.flush()
     return added
+
+
+def settle_earlier_sessions(journal: Journal, before_session: int, answered: set[str]) -> int:
+    """Bring the rows of machines of sessions before ``before_session`` up to date with the results
+    they delivered, and mark those still up as gone where their cluster's clean-up ``answered`` (a
+    cluster that did not may still have them running: they stay up, to be charged when it does);
+    returns how many rows changed."""
+    runs = journal.runs_by_machine()
+    changed = 0
+    for row in journal.machines():
+        if row["session"] >= before_session:
+            continue
+        nt, rt = runs.get(row["machine_id"], (0, 0.0))
+        nt, rt = max(nt, row["nt"]), max(rt, row["rt_s"])
+        released_at, reason = row["released_at"], row["reason"]
+        if released_at is None and row["cluster"] in answered:  # not released, and its back end has it no more
+            released_at = row["acquired_at"] + row["uptime_s"]
+            reason = reason or "its master stopped; gone when the run was resumed"
+        if (nt, rt, released_at, reason) == (row["nt"], row["rt_s"], row["released_at"], row["reason"]):
+            continue
+        journal.record_machine(row["machine_id"], row["cluster"], row["session"], row["acquired_at"],
+                               row["ready_at"], released_at, nt, rt, row["uptime_s"], row["atus"], row["cost"],
+                               "gone" if released_at is not None else row["state"], reason)
+        changed += 1
+    if changed:
+        journal.flush()
+        log.info("brought %d machine row(s) of earlier sessions up to date", changed)
+    return changed

@@ -25,7 +25,8 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
     machines = [
         {"id": row["machine_id"], "cluster": row["cluster"], "session": row["session"], "nt": row["nt"],
          "rt_s": row["rt_s"], "uptime_s": row["uptime_s"], "atus": row["atus"], "cost": row["cost"],
-         "state": "gone", "release_reason": "master stopped" if row["released_at"] is None else row["state"]}
+         "state": "gone",
+         "release_reason": row["reason"] or ("master stopped" if row["released_at"] is None else row["state"])}
         for row in earlier
     ]
     machines += [{**m, "session": session} for m in figures["machines"]]

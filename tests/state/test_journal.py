@@ -401,3 +401,23 @@ def test_a_journal_whose_records_were_only_in_a_lost_wal_says_so(tmp_path: Path)
     conn.close()
     with pytest.raises(JournalError, match="write-ahead log .* is missing"):
         Journal.open(state)
+
+
+def test_a_journal_of_the_first_schema_is_brought_up_to_date_on_open(tmp_path):
+
+    with Journal.create(tmp_path, "run-v1", {}) as journal:
+        journal.record_machine("m-1", "c", 1, 0.0, 1.0, 5.0, 3, 2.5, 5.0, 1, 0.5, "gone")
+        journal.flush()
+    conn = sqlite3.connect(tmp_path / "journal.sqlite")
+    conn.execute("ALTER TABLE machines DROP COLUMN reason")  # as the first BaTS wrote it
+    conn.execute("PRAGMA user_version=1")
+    conn.commit()
+    conn.close()
+    with Journal.open(tmp_path) as journal:
+        assert journal.machines()[0]["reason"] == "" and journal.machines()[0]["nt"] == 3
+        journal.record_machine("m-1", "c", 1, 0.0, 1.0, 5.0, 3, 2.5, 5.0, 1, 0.5, "gone", "bag done")
+        journal.flush()
+        assert journal.meta["schema_version"] == 2
+    with Journal.open(tmp_path) as journal:
+        assert journal.machines()[0]["reason"] == "bag done"
+        assert journal.meta["schema_version"] == 2

@@ -1,0 +1,60 @@
+"""What a resumed run says about the sessions before it: every task run counted on the machine that
+ran it, machines of a killed master marked gone with why, and a finished run left as it was."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+from helpers.runs import MASTER, kill_all, run_master, wait_for, workers_of, write_bag
+
+from bats.master.state.journal import Journal
+
+CONFIG = '[clusters.local]\nprovisioner = "local"\nmax = 2\n'
+
+
+def test_a_run_resumed_after_kill_9_counts_every_task_run_on_its_machine(tmp_path: Path):
+    (tmp_path / "clusters.toml").write_text(CONFIG)
+    marks = tmp_path / "marks"
+    bag = write_bag(tmp_path / "tasks.txt", [f"echo {i} >> {marks}; sleep 0.1" for i in range(1, 61)])
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", "clusters.toml"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: marks.exists() and len(marks.read_text().split()) >= 25, 60, "25 tasks to start")
+        workers = workers_of(master.pid)
+        master.send_signal(signal.SIGKILL)
+        master.wait(timeout=10)
+        kill_all(workers)
+    finally:
+        master.kill()
+    resumed = run_master(["--resume"], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
+    first = [m for m in report["machines"] if m["session"] == 1]
+    assert first and all(m["release_reason"] not in ("", "gone", "master stopped") for m in first), first
+    with Journal.open(tmp_path / "bats-run") as journal:
+        runs = journal.runs_by_machine()
+        rows = journal.machines()
+    assert sum(n for n, _ in runs.values()) == 60
+    for row in rows:  # each machine's count holds at least the results it delivered
+        assert row["nt"] >= runs.get(row["machine_id"], (0, 0.0))[0], row
+        if row["session"] == 1:
+            assert row["state"] == "gone" and row["released_at"] is not None and row["reason"], row
+
+
+def test_resuming_a_finished_run_changes_nothing(tmp_path: Path):
+    (tmp_path / "clusters.toml").write_text(CONFIG)
+    bag = write_bag(tmp_path / "tasks.txt", ["sleep 0.1"] * 6)
+    assert run_master(["--bag", str(bag), "--config", "clusters.toml"], tmp_path).returncode == 0
+    report = tmp_path / "bats-run" / "report.json"
+    before = report.read_bytes()
+    with Journal.open(tmp_path / "bats-run") as journal:
+        sessions = journal.sessions()
+    again = run_master(["--resume"], tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "6 done" in again.stdout
+    assert report.read_bytes() == before  # its makespan is still the run's, not run-to-now
+    with Journal.open(tmp_path / "bats-run") as journal:
+        assert journal.sessions() == sessions
