@@ -55,6 +55,15 @@ class Chooser:
         self.plot_path: str | None = None  # --plot FILE.png: the options drawn there when offered
         self.text_plot = self.out.isatty() if hasattr(self.out, "isatty") else False  # beside the table
         self.chosen_at: float | None = None  # when an option was chosen (the execution starts then)
+        self.asking = False  # the options are shown and the operator has not answered yet
+        self.asked_at: float | None = None  # when the current question was put
+        self.waited_s = 0.0  # time spent waiting for the operator's answers, questions now over
+
+    def waiting_s(self, now: float) -> float:
+        """Time the run has spent waiting for the operator's answers, up to ``now``: the live
+        figures leave it out of the rate, which measures the machines, not the operator."""
+        ongoing = now - self.asked_at if self.asking and self.asked_at is not None else 0.0
+        return self.waited_s + max(0.0, ongoing)
 
     def offer(self, core: BatsCore, offer: OfferOptions) -> None:
         self.show(offer, core)
@@ -116,7 +125,6 @@ class TerminalChooser(Chooser):
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._read_line = read_line or sys.stdin.readline
         self._pending: Option | None = None  # chosen, waiting for the cushion answer
-        self.asking = False
 
     def offer(self, core: BatsCore, offer: OfferOptions) -> None:
         """Show the options and ask; an offer while asking (the options were re-planned at new
@@ -131,6 +139,8 @@ class TerminalChooser(Chooser):
 
     def _ask(self, prompt: str) -> None:
         print(prompt, end="", file=self.out, flush=True)
+        if not self.asking:
+            self.asked_at = clock.now()
         self.asking = True
         threading.Thread(target=self._read, name="bats-prompt", daemon=True).start()
 
@@ -149,6 +159,9 @@ class TerminalChooser(Chooser):
         except queue.Empty:
             return None
         self.asking = False
+        if self.asked_at is not None:
+            self.waited_s += max(0.0, clock.now() - self.asked_at)
+            self.asked_at = None
         if line is None:
             return StopRun("no choice made (end of input)")
         text = line.strip()

@@ -67,7 +67,7 @@ function money(x) { return x === null || x === undefined ? "-" : x.toFixed(2); }
 function set(id, text) { document.getElementById(id).textContent = text; }
 function show(s) {
   const t = s.tasks, m = s.money;
-  set("run_id", s.run_id); set("phase", s.phase); set("stopping", s.stopping ? "stopping: " + s.stopping : "");
+  set("run_id", s.run_id); set("phase", s.phase + (s.waiting_for ? " (waiting for " + s.waiting_for + ")" : "")); set("stopping", s.stopping ? "stopping: " + s.stopping : "");
   set("done", t.done); set("failed", t.failed); set("running", t.running); set("total", t.total);
   set("rate", s.rate_per_s.toFixed(2));
   document.getElementById("tasks_bar").style.width = (100 * (t.done + t.failed) / Math.max(1, t.total)) + "%";

@@ -48,9 +48,14 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
     core = server.core
     now = clock.now() if now is None else now
     finished = core.done + core.failed
-    elapsed = max(1e-9, now - started_wall)
+    chooser = getattr(server, "chooser", None)
+    asking = bool(getattr(chooser, "asking", False))
+    waited = chooser.waiting_s(now) if chooser is not None and hasattr(chooser, "waiting_s") else 0.0
+    elapsed = max(1e-9, now - started_wall - waited)  # the rate is the machines', not the operator's
     rate = (finished - already) / elapsed
     eta_s = core.remaining / rate if rate > 0 and core.remaining else (0.0 if not core.remaining else None)
+    if asking:
+        eta_s = None  # nothing runs on until the operator answers
     view = core.view()
     plan_end = view.plan_end
     planned_end = max(plan_end.values()) if plan_end else None
@@ -90,6 +95,8 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
         "elapsed_s": round(elapsed, 3),
         "policy": core.name,
         "phase": view.phase,
+        "waiting_for": "the operator's choice" if asking else None,
+        "waited_s": round(waited, 3),
         "stopping": server.stop_reason,
         "tasks": {"total": core.total, "done": core.done, "failed": core.failed, "remaining": core.remaining,
                   "running": sum(1 for m in core.live_machines() if m.held)},  # the rest of held is queued
@@ -143,6 +150,8 @@ def one_line(snap: dict[str, Any]) -> str:
             + f", eta {eta}")
     if snap["policy"] != "self":
         text += f", {snap['phase']}, {money_text(snap)}"
+        if snap.get("waiting_for"):
+            text += f", waiting for {snap['waiting_for']}"
         if snap["planned_finish_at"] is not None:
             text += f", plan ends in {format_duration(max(0.0, snap['planned_finish_at'] - snap['now']))}"
     return text
@@ -167,6 +176,7 @@ def status_text(snap: dict[str, Any], state_dir: str, max_machines: int = 8) -> 
     t, now = snap["tasks"], snap["now"]
     lines = [
         f"run {snap['run_id']} in {state_dir} (master pid {snap['pid']}, session {snap['session']}): {snap['phase']}"
+        + (f", waiting for {snap['waiting_for']}" if snap.get("waiting_for") else "")
         + (f", stopping: {snap['stopping']}" if snap["stopping"] else ""),
         f"  tasks      {t['done']} done, {t['failed']} failed, {t['running']} running, {t['remaining']} left, "
         f"of {t['total']}",

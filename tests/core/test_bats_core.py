@@ -9,6 +9,7 @@ of 30 tasks at confidence 0.95 and error 0.4 gives a sample of n_s = 9: the 7 re
 
 from __future__ import annotations
 
+import io
 import math
 
 import pytest
@@ -538,3 +539,33 @@ def test_the_terminal_prompt_shows_re_planned_options_and_keeps_one_reader():
     readers[0].join(5)
     answer = chooser.poll(d.core)
     assert isinstance(answer, Chosen) and answer.option.machines == {"a": 0, "b": 1}
+
+
+def test_the_time_spent_waiting_for_the_operator_is_counted_apart(monkeypatch):
+    """The live rate and ETA leave out the time the options waited for an answer."""
+    import threading
+
+    from bats.common import clock
+    from bats.master.cli.choosing import Chosen, TerminalChooser
+
+    d, _event, actions = sampled()
+    (offer,) = [a for a in actions if isinstance(a, c.OfferOptions)]
+    now = [100.0]
+    monkeypatch.setattr(clock, "now", lambda: now[0])
+    answer_ready = threading.Event()
+
+    def read_line() -> str:
+        answer_ready.wait(10)
+        return "cheapest\n"
+
+    chooser = TerminalChooser(Choice(), cushion_given=True, out=io.StringIO(), read_line=read_line)
+    chooser.offer(d.core, offer)
+    assert chooser.asking and chooser.asked_at == 100.0
+    now[0] = 160.0
+    assert chooser.waiting_s(now[0]) == 60.0
+    answer_ready.set()
+    reader = [t for t in threading.enumerate() if t.name == "bats-prompt"][0]
+    reader.join(5)
+    now[0] = 170.0
+    assert isinstance(chooser.poll(d.core), Chosen)
+    assert not chooser.asking and chooser.waiting_s(500.0) == 70.0
