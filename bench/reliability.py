@@ -22,6 +22,7 @@ import argparse
 import datetime as dt
 import platform
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -33,8 +34,8 @@ REPO = BENCH_DIR.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(BENCH_DIR))
 
-from helpers import faults
-import pytest  (tests/helpers/daemons.py reports a missing daemon through pytest.skip/fail)
+from helpers import faults, hostile
+import pytest  # tests/helpers/daemons.py reports a missing daemon through pytest.skip/fail
 from curve_bench import measure, ping_pong, pong_lines
 from sections import fmt
 
@@ -74,6 +75,78 @@ def run_scenarios(runs: int, work: Path) -> list[dict]:
                 f"(ATUs {result.atu_cost:.4f}), machines {result.machines}")
         rows.append(row)
     return rows
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def run_hostile(runs: int, work: Path) -> dict:
+    """The runs of ``tests/helpers/hostile.py``, ``runs`` times each: floods against an unflooded
+    baseline measured in the same loop, clock steps, and the state-dir refusals."""
+    out: dict = {"floods": {}, "clock": {}, "state": {"attempts": 0, "refused": 0, "whole": 0, "runs": 0}}
+    for kind in (None, *hostile.FLOODS):
+        rows = []
+        for k in range(runs):
+            log(f"hostile: flood {kind or 'none'} run {k + 1}/{runs}")
+            rows.append(hostile.flood_run(work / f"flood-{kind}-{k}", kind))
+        out["floods"][kind or "none"] = {
+            "runs": len(rows), "complete": sum(r["code"] == 0 and r["done"] == r["tasks"] for r in rows),
+            "wall_s": _median([r["wall_s"] for r in rows]), "peak_mib": _median([r["peak_mib"] for r in rows]),
+            "max_peak_mib": max(r["peak_mib"] for r in rows), "admitted": sum(r["admitted"] for r in rows)}
+    for step in (3600.0, -3600.0):
+        rows = []
+        for k in range(runs):
+            log(f"hostile: clock step {step:+.0f} s run {k + 1}/{runs}")
+            rows.append(hostile.clock_step_run(work / f"clock-{step:+.0f}-{k}", step))
+        out["clock"][step] = {
+            "runs": len(rows), "complete": sum(r["code"] == 0 and r["done"] == r["tasks"] for r in rows),
+            "within": sum(r["cost"] is not None and r["cost"] <= r["budget"] for r in rows),
+            "max_uptime_s": max(r["max_uptime_s"] for r in rows)}
+    for k in range(runs):
+        log(f"hostile: state dir attempts run {k + 1}/{runs}")
+        r = hostile.state_dir_refusals(work / f"state-{k}")
+        state = out["state"]
+        state["runs"] += 1
+        state["attempts"] += r["attempts"]
+        state["refused"] += r["refused"]
+        state["whole"] += r["run_whole"]
+    return out
+
+
+def _hostile_lines(h: dict) -> list[str]:
+    base = h["floods"]["none"]
+    lines = [
+        "## Under attack, and with a damaged clock",
+        "",
+        "A bag of 20 × `sleep 0.2` on 2 local workers whose acquisition answers 3 s after it started them "
+        "(`tests/helpers/hostile.py`), alone and while 2 peers that know only the master's public key flood it: "
+        "frames of 256 hellos with made-up machine ids and tokens (read back, to count any answer admitting them), "
+        "or frames of 256 heartbeats from peers that never read. Wall time is the median from start to exit; "
+        "the slowdown is against the unflooded runs of this same page.",
+        "",
+        "| run | runs | bag complete | wall (median) | slowdown | master memory (median / max) | forged peers admitted |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    names = {"none": "no flood", "hellos": "early-hello flood", "heartbeats": "pre-hello heartbeats, never read"}
+    for kind, row in h["floods"].items():
+        slow = (row["wall_s"] / base["wall_s"]) if base["wall_s"] else None
+        lines.append(f"| {names[kind]} | {row['runs']} | {row['complete']} | {fmt(row['wall_s'], '.1f', ' s')} | "
+                     f"{fmt(slow, '.2f', '×')} | {fmt(row['peak_mib'], '.0f')} / {fmt(row['max_peak_mib'], '.0f')} MiB"
+                     f" | {row['admitted'] if kind == 'hellos' else '-'} |")
+    lines += ["", "A BaTS run on two emulated clouds (`--budget 40`, 30 × `sleep 0.3`) whose wall clock "
+              "(`time.time()`) jumps an hour two seconds in, as an NTP step would:", "",
+              "| wall clock step | runs | bag complete | bill within budget | longest machine uptime |",
+              "|---|---:|---:|---:|---:|"]
+    for step, row in h["clock"].items():
+        lines.append(f"| {step:+.0f} s | {row['runs']} | {row['complete']} | {row['within']} | "
+                     f"{row['max_uptime_s']:.0f} s |")
+    state = h["state"]
+    lines += ["", f"State directory: {state['attempts']} attempts on {state['runs']} runs (a second `--resume` and "
+              "a fresh start on a live run's directory, then `--resume` with `bag.txt` and with `config.toml` "
+              f"edited) were refused {state['refused']} times with exit 2; the run stayed whole "
+              f"(every task once) in {state['whole']} of {state['runs']}.", ""]
+    return lines
 
 
 def run_simulations(runs: int) -> list[dict]:
@@ -138,8 +211,8 @@ def _random_case(rng: random.Random, kinds: tuple[str, ...], spikes: bool) -> tu
     return clusters, rng.randint(20, 300), spec, how, faults, spike, rng.randint(0, 2**32 - 1)
 
 
-def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: dict, args: argparse.Namespace,
-          started_at: dt.datetime, wall_s: float) -> None:
+def write(output: Path, real: list[dict], sim: list[dict], hostile_runs: dict, curve: dict, pong: dict,
+          args: argparse.Namespace, started_at: dt.datetime, wall_s: float) -> None:
     lines = [
         "# Reliability: fault injection and the cost of encryption",
         "",
@@ -193,6 +266,7 @@ def write(output: Path, real: list[dict], sim: list[dict], curve: dict, pong: di
          "asked, a late machine is charged from it, and `--resume`/`cleanup` charge what only the cloud's "
          "tags still know (`master/state/leftovers.py`; with moto in `tests/provisioners/test_ec2.py`)."),
         "",
+        *_hostile_lines(hostile_runs),
         "## The cost of encryption",
         "",
         f"{curve['tasks']:,} no-op tasks on 2 `noop` local workers, CurveZMQ (the default) against `--insecure`, "
@@ -237,13 +311,14 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         real = run_scenarios(args.runs, work)
         sim = run_simulations(args.sim_runs)
+        hostile_runs = run_hostile(args.runs, work)
         from run import run_bats  # bench/run.py's runner: a fresh state dir per run
 
         log(f"encryption: {args.curve_tasks:,} noop tasks, {args.curve_repeats} repeats per transport")
         curve = measure(run_bats, work, args.curve_tasks, args.curve_repeats, log)
         log("encryption: the transport alone, ping-pong")
         pong = ping_pong(args.curve_repeats)
-    write(Path(args.output), real, sim, curve, pong, args, started_at, time.perf_counter() - started)
+    write(Path(args.output), real, sim, hostile_runs, curve, pong, args, started_at, time.perf_counter() - started)
     log(f"wrote {args.output}")
     return 0
 

@@ -292,6 +292,7 @@ def test_a_process_a_task_detached_from_its_group_does_not_outlive_it(master: Fa
                    f"{'sleep 30' if timeout_s else 'true'}", timeout_s=timeout_s)
     res = master.expect("result")
     assert res["timed_out"] is (timeout_s is not None)
+    assert b"left running outside its process group" in res["stderr"]  # reported with the task
     detached = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), 5, "the detached pid"))
     wait_for(lambda: pid_gone(detached), 5, "the detached sleeper to be killed")
 
