@@ -63,7 +63,7 @@ reliability: $(STAMP)
 
 # does the execution keep the chosen option's promise? random pools in the simulator: docs/execution-study.md
 execution-study: $(STAMP)
-	$(PY) bench/execution_study.py --pools 200 --max-tasks 2000 --out docs/execution-study.md
+	$(PY) bench/execution_study.py --pools 500 --max-tasks 5000 --out docs/execution-study.md
 
 clean:
 	rm -rf $(VENV) bats-run build dist *.egg-info .mypy_cache .ruff_cache

@@ -35,6 +35,11 @@ seconds, or ``90s``, ``15m``, ``1h``.
 
     Cauchy draws outside [1 min, 45 min] are drawn again, so the support is [1 min, 45 min].
     The mean is about 14.6 min, the SD about 9.6 min.
+``bimodal:SHORT,LONG,SHARE``
+    Two kinds of task in one bag: a share SHARE (a fraction, 0 to 1) of long tasks around LONG, the
+    rest short ones around SHORT, each normal with a standard deviation of a tenth of its mean
+    (truncated at the minimum as ``normal``), e.g. ``bimodal:2m,40m,0.1``: a sample of a few tasks
+    may see no long one, which is what makes such bags hard to plan.
 ``fixed:T``
     Every task takes T.
 ``file:PATH``
@@ -124,6 +129,25 @@ class Levy:
         if x >= self.max:
             return 1.0
         return math.erfc(math.sqrt(self.scale / (2 * x))) / math.erfc(math.sqrt(self.scale / (2 * self.max)))
+
+
+@dataclass(frozen=True)
+class Bimodal:
+    spec: str
+    short: float
+    long: float
+    share: float
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        is_long = rng.random(n) < self.share
+        means = np.where(is_long, self.long, self.short)
+        values = rng.normal(means, means / 10.0)
+        for _ in range(_MAX_REDRAWS):
+            low = values < MIN_RUNTIME_S
+            if not low.any():
+                break
+            values[low] = rng.normal(means[low], means[low] / 10.0)
+        return np.maximum(values, MIN_RUNTIME_S)
 
 
 def normal_tail(rng: np.random.Generator, a: float, n: int) -> np.ndarray:
@@ -221,7 +245,7 @@ def _read_file(path_text: str) -> tuple[float, ...]:
     return tuple(values)
 
 
-SPEC_FORMS = "normal:MEAN,SD, levy:SCALE,MAX, mdb, fixed:T or file:PATH"
+SPEC_FORMS = "normal:MEAN,SD, levy:SCALE,MAX, bimodal:SHORT,LONG,SHARE, mdb, fixed:T or file:PATH"
 
 
 def parse_runtimes(spec: str) -> RuntimeDistribution:
@@ -238,6 +262,18 @@ def parse_runtimes(spec: str) -> RuntimeDistribution:
         if scale <= 0 or top <= 0:
             raise RuntimeSpecError("levy: SCALE and MAX must be longer than 0 seconds")
         return Levy(spec, scale, top)
+    if kind == "bimodal":
+        parts = args.split(",") if args else []
+        if len(parts) != 3:
+            raise RuntimeSpecError(f"bimodal: expected bimodal:SHORT,LONG,SHARE, got {len(parts)} value(s)")
+        short, long = _durations(kind, ",".join(parts[:2]), ("SHORT", "LONG"))
+        try:
+            share = float(parts[2])
+        except ValueError:
+            raise RuntimeSpecError(f"bimodal: SHARE: expected a fraction from 0 to 1, got {parts[2]!r}") from None
+        if not (short > 0 and long > 0 and 0.0 <= share <= 1.0):
+            raise RuntimeSpecError("bimodal: SHORT and LONG must be longer than 0 seconds and SHARE from 0 to 1")
+        return Bimodal(spec, short, long, share)
     if kind == "mdb":
         if sep and args.strip():
             raise RuntimeSpecError(f"mdb: takes no parameters, got {args!r}")

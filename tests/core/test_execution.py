@@ -140,14 +140,13 @@ def test_per_second_billing_with_a_60_s_minimum_acquires_and_checks_the_ceiling_
 
 def test_a_task_ending_9_s_before_the_edge_of_a_machine_the_budget_cannot_renew_is_not_killed():
     """ATU 100 s, margin 12 s, 10.5 s tasks; the operator takes 2 s to choose (sampling ends at
-    94.5, a1 waits, marked for its edge less a quarter of the margin, 97, and is kept by a $3 plan
+    94.5, a1 waits, marked for its edge less a tenth of the margin, 98.8, and is kept by a $3 plan
     at 96.5). a1's tasks start at 96.5 + 10.5 k; the one handed out at 180.5 (expected to end at
     191, past 200 - 12) is handed out because the budget then renews a1. At 182 the price goes to
     $5: a1's next ATU no longer fits the $2 left, so a1 is marked for 188, with that task running
-    (7.5 s, less than the longest sample task). It ends at 191, 9 s before the edge, inside the
-    paid time: it is not killed at 188 but let run, a wake-up set at 197 (the edge less a quarter
-    of the margin), and a1 is released as it ends (before: killed at 188, its 7.5 paid seconds
-    thrown away)."""
+    (7.5 s). It ends at 191, 9 s before the edge, inside the paid time: it is not killed at 188 but
+    let run, a wake-up set at 198.8 (the edge less a tenth of the margin, the time a release takes),
+    and a1 is released as it ends (before: killed at 188, its 7.5 paid seconds thrown away)."""
     one = {"a": ClusterConfig("a", "local", max=1, price=1.0, atu_s=100.0)}
     settings_ = BatsSettings(sampling=SMALL_SAMPLE, monitor_interval_s=50.0, release_margin_s=12.0)
     core = BatsCore(range(1, 31), one, random.Random(1), settings_, max_held=1)
@@ -159,7 +158,7 @@ def test_a_task_ending_9_s_before_the_edge_of_a_machine_the_budget_cannot_renew_
     assert run.at(182.0) == [c.WakeAt(188.0)]
     (dispatch,) = [a for a in run.at(180.5) if isinstance(a, c.Dispatch)]
     assert dispatch.machine == "a1" and core.machines["a1"].release_at == 188.0
-    assert run.at(188.0) == [c.WakeAt(197.0), c.WakeAt(196.5)]  # held (its task may end in paid time); the next check
+    assert run.at(188.0) == [c.WakeAt(198.8), c.WakeAt(196.5)]  # held (its task may end in paid time); the next check
     finished = run.at(191.0)
     assert [type(a) for a in finished] == [c.RecordResult, c.Release, c.Finish]
     assert finished[1] == c.Release("a1", budget)

@@ -321,3 +321,15 @@ def test_property_every_task_once_and_cost_matches_atus(clusters, tasks, spec, p
     expected = sum(atus_begun(m["uptime_s"], cfg.clusters[m["cluster"]].atu_s) * cfg.clusters[m["cluster"]].price
                    for m in report["machines"])
     assert report["cost"]["total"] == pytest.approx(expected)
+
+
+def test_bimodal_runtimes_mix_short_and_long_tasks_in_the_given_share():
+    dist = parse_runtimes("bimodal:2m,40m,0.1")
+    values = dist.sample(np.random.default_rng(3), 20_000)
+    long = values > 20 * 60
+    assert abs(long.mean() - 0.1) < 0.01
+    assert abs(np.median(values[~long]) - 120) < 3 and abs(np.median(values[long]) - 2400) < 60
+    assert values.min() >= 1.0
+    for bad in ("bimodal:2m,40m", "bimodal:2m,40m,1.5", "bimodal:0,40m,0.1", "bimodal:2m,40m,x"):
+        with pytest.raises(RuntimeSpecError, match="bimodal"):
+            parse_runtimes(bad)

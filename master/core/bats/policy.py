@@ -46,9 +46,9 @@ Paid work is not thrown away. A task that would carry a machine past its edge is
 if the budget renews the machine (:meth:`BatsCore._decide_renewal`); if not, the machine is
 marked first and gets only tasks expected (the cluster's mean) to end before it is let go. A
 marked machine running a task when its moment comes stays until the task ends, at the latest
-until its edge less a quarter of the margin (at least 1 s, at most the margin), as long as some
-sample task ran longer than this one has: that time is paid anyway, and long-tailed runtimes
-often end where the estimate said they would not. A release
+until its edge less a tenth of the margin (at least 1 s, at most the margin; the time a release
+takes to stop the bill): that time is paid anyway, and long-tailed runtimes often end where the
+estimate said they would not. A release
 that cuts a running task off is the last resort; the report counts such tasks and the paid
 seconds they ran (``killed``). After sampling, machines whose edge is within the margin wait
 for the choice until the same moment, so that an option chosen at once keeps them.
@@ -107,7 +107,9 @@ __all__ = [
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
 CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
-HARD_GUARD_SHARE = 0.25  # a marked machine running a task stays until its edge less this share of the margin
+# a marked machine running a task stays until its edge less this share of the margin (at least 1 s):
+# the time a release takes to stop the bill, kept short so little paid time is cut off
+HARD_GUARD_SHARE = 0.1
 
 
 
@@ -527,17 +529,17 @@ class BatsCore(Execution):
 
     def _hard_release(self, m: c.Machine) -> float:
         """The last moment a marked machine may stay: just before the edge of its paid time."""
-        edge = self._release_edge.get(m.id, (m.release_at or 0.0) + self.settings.release_margin_s)
+        edge = self._release_edge.get(m.id)
+        if edge is None:  # marked by a policy of its own: the edge of the ATU its release time falls in
+            at = m.release_at if m.release_at is not None else self._now
+            edge = m.acquired_at + self.billings[m.cluster].paid_until(max(0.0, at - m.acquired_at))
         return edge - self._guard_s
 
     def _ends_in_paid_time(self, m: c.Machine, now: float) -> bool:
         """Whether ``m`` goes on with its running task until its hard release: that time is paid
-        for anyway, so a task may use it while it can still end, i.e. while some sample task ran
-        longer than it has (long-tailed runtimes often end where the mean says they would not)."""
-        if m.running_since is None or now >= self._hard_release(m) - 1e-9:
-            return False
-        samples = self.tail.sorted_samples.get(m.cluster) if self.tail is not None else None
-        return samples is not None and len(samples) > 0 and now - m.running_since < samples[-1]
+        for anyway, so the task may use it to end (long-tailed runtimes often end where the mean
+        says they would not, and a task cut off now would have to start over elsewhere)."""
+        return m.running_since is not None and now < self._hard_release(m) - 1e-9
 
     def _after_event(self, event: c.Event, actions: list[c.Action]) -> None:
         if self._extra:  # machines marked while handing out tasks
