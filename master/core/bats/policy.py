@@ -68,6 +68,7 @@ unmarked and handed tasks at once.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Iterable
@@ -83,6 +84,7 @@ from ..planning.estimate import (
     REPLICATED_TASKS,
     RuntimeEstimate,
     sample_size,
+    z_value,
 )
 from ..planning.ga import ga_front
 from ..planning.monitor import (
@@ -381,7 +383,25 @@ class BatsCore(Execution):
         if self.settings.planner == "ga":  # seed 003's approximation, seeded from the core's RNG
             front = ga_front(planner.clusters, planner.n_tasks, self.rng.getrandbits(64),
                              max_machines=self.max_machines)
-        return planner.options(self.settings.max_raise, front=front)
+        return [self._with_estimate_cushion(o) for o in planner.options(self.settings.max_raise, front=front)]
+
+    def _with_estimate_cushion(self, option: Option) -> Option:
+        """The option with a cushion that also pays for the estimate's own error: its configuration
+        costed with every cluster's mean at the upper end of its confidence interval (the sample's
+        confidence, mean + z sd / sqrt(n)). A run whose tasks take a little longer than the sample
+        said then still finishes when the operator accepts the cushion, instead of ending with
+        tasks left and the money gone; the operator sees it as part of the cushion and may refuse."""
+        z = z_value(self.settings.sampling.confidence)
+        upper = {}
+        for name, estimate in self.estimates.items():
+            stats = self._stats(name, self._now)
+            n = max(1, len(estimate.sample) + stats.n_done)
+            upper[name] = max(MIN_MEAN_S, stats.mean_s + z * stats.sd_s / math.sqrt(n))
+        need = self._planner(self.tasks_at_plan or self.remaining, upper).estimate(option.machines).cost
+        extra = need - (option.budget + option.cushion)
+        if extra <= 1e-9:
+            return option
+        return dataclasses.replace(option, cushion=option.cushion + extra)
 
     def _cheapest_option(self, planner: Planner) -> Option:
         """One machine of the cluster that runs the tasks left for the least money (B_min1's)."""
