@@ -197,6 +197,31 @@ def test_a_milp_stopped_at_its_time_limit_with_a_feasible_plan_uses_that_plan(mo
     assert ilp.cheapest_plan(clusters, 20, 4 * 3600.0) is None
 
 
+def test_a_long_deadline_whose_program_runs_out_of_solver_time_is_planned_not_refused(monkeypatch):
+    """A 114 h deadline is a large program (684 ten-minute intervals): when the solver stops at its
+    time limit with no point, the deadline is not "cannot be met" (feasibility only grows with the
+    horizon, and the bag can be done in under 2 h): the search for the earliest finish starts from
+    one interval, and a plan on a shorter horizon, which meets the deadline too, is used."""
+    from bats.master.core.deadline import ilp
+    from bats.master.sim.driver import simulate
+    from bats.master.sim.runtimes import parse_runtimes
+
+    real = ilp.milp
+
+    def times_out_on_long_horizons(c, *args, **kwargs):
+        res = real(c, *args, **kwargs)
+        if len(c) > 400:  # the long horizon's program: as if the time limit came first
+            res.status, res.x = 1, None
+        return res
+
+    monkeypatch.setattr(ilp, "milp", times_out_on_long_horizons)
+    sim = simulate(two_clouds(), 200, parse_runtimes("normal:8m,1m"), 1,
+                   choice=Choice(policy="deadline", deadline=114 * 3600.0))
+    report = sim.report()
+    assert report["status"] == "done", report["reason"]
+    assert report["deadline"]["met"] is True and report["makespan_s"] <= 114 * 3600.0
+
+
 def two_clouds() -> Config:
     """The issue's example: ATU 10 min, slow ($1, speed 1) and fast ($3, speed 4), 8 machines each."""
     return Config(MasterConfig(), {

@@ -137,9 +137,26 @@ class DeadlineCore(BatsCore):
             plan = cheapest_plan(clusters, n, left, **kw)
             if plan is not None:
                 return plan, True
-        earliest = earliest_deadline(clusters, n, start_s=max(left, self.deadline.interval_s), **kw)
+        # searched upwards from one interval: a small program at every step, so no step is read
+        # as infeasible because the solver ran out of time on a long horizon
+        earliest = earliest_deadline(clusters, n, start_s=self.deadline.interval_s, **kw)
         if earliest is None:
             return None, False
+        if left > 1.0 and earliest <= left:
+            # feasibility only grows with the horizon: the deadline can be met, and the solver only
+            # ran out of time on the long horizon's larger program. The cheapest plan found on a
+            # shorter one (halving towards the earliest finish) meets it too.
+            horizon = left / 2.0
+            while horizon > earliest:
+                plan = cheapest_plan(clusters, n, horizon, **kw)
+                if plan is not None:
+                    log.info("deadline ILP: no plan found within the solver's time limit for %.0fs; "
+                             "planned within %.0fs instead", left, horizon)
+                    return plan, True
+                horizon /= 2.0
+            plan = cheapest_plan(clusters, n, earliest, **kw)
+            if plan is not None:
+                return plan, True
         self.earliest_s = self._elapsed(now) + earliest
         return cheapest_plan(clusters, n, earliest, **kw), False
 
