@@ -383,7 +383,8 @@ def run(args: argparse.Namespace) -> int:
         if session > 1:
             _terminate_leftovers(journal, config, plugins, session)
         choice = _resumed_choice(journal, settings["choice"], session)
-        core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice,
+        prior_sample = _prior_sample(journal, choice, session)
+        core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice, prior_sample=prior_sample,
                           retries=settings["retries"], boot_timeout_s=config.master.boot_timeout_s,
                           finished=finished, max_held=config.master.worker_capacity,
                           adaptive_prefetch=config.master.prefetch is None)
@@ -394,7 +395,7 @@ def run(args: argparse.Namespace) -> int:
         view = None if args.quiet else LiveView(log_every_s=_log_every(core))
         earlier_spent = sum(row["cost"] for row in journal.machines() if row["session"] < session)
         watch = Watch(clock.now(), core.done + core.failed, view, _control(args.state_dir, journal.run_id),
-                      earlier_spent)
+                      earlier_spent, earlier_sampling=earlier_spent if prior_sample else 0.0)
         if dashboard is not None:
             dashboard.figures = watch.current
         chooser = None
@@ -449,6 +450,22 @@ def _nothing_to_resume(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(summary(report, str(Path(args.state_dir) / "report.json")))
     return EXIT_OK if report.get("status") == "done" else EXIT_INCOMPLETE
+
+
+def _prior_sample(journal, choice, session: int) -> dict[str, tuple[float, ...]] | None:
+    """The sample an earlier session measured, for a BaTS run that stopped before its choice (say
+    after ``--plan-only``): planned from again, not paid for twice. None when there is none."""
+    sample = journal.meta.get("sample")
+    if session <= 1 or choice.policy != "bats" or journal.meta.get("plan") or not isinstance(sample, dict):
+        return None
+    sets = sample.get("sets")
+    if not isinstance(sets, dict):
+        return None
+    try:
+        return {str(name): tuple(float(v) for v in values) for name, values in sets.items() if values}
+    except (TypeError, ValueError):
+        log.warning("the journal's sample is damaged; sampling again")
+        return None
 
 
 def _resumed_choice(journal, stored: dict, session: int):

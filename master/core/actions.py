@@ -6,7 +6,7 @@ to method; a driver that lacks one fails when it is built). :data:`Action` is th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
@@ -69,6 +69,9 @@ class OfferOptions:
     options: tuple[Option, ...]
     tasks: int  # the tasks the options were planned for
     estimates: dict[str, tuple[float, float]]  # cluster -> (mean_s, sd_s)
+    # cluster -> the complete sample set the estimates come from (journaled, so that a run resumed
+    # before a choice plans from it instead of sampling again); not part of what the action says
+    samples: dict[str, tuple[float, ...]] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,9 @@ def policy_name(core: Core) -> str:
 
 
 def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choice: Choice,
-               **kwargs: Any) -> Core:
-    """The core ``choice.policy`` names, set up from the config and the flags."""
+               prior_sample: dict[str, tuple[float, ...]] | None = None, **kwargs: Any) -> Core:
+    """The core ``choice.policy`` names, set up from the config and the flags (a BaTS run resumed
+    before its choice plans from ``prior_sample``, the sample an earlier session measured)."""
     kwargs.setdefault("max_machines", config.master.max_machines)
     if choice.policy not in POLICIES:
         raise ValueError(f"unknown policy {choice.policy!r} (policies: {', '.join(POLICIES)})")
@@ -43,7 +44,8 @@ def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choi
         settings = BatsSettings(sampling=config.sampling, monitor_interval_s=config.monitor_interval_s,
                                 release_margin_s=config.release_margin_s, budget=choice.budget,
                                 cushion_accepted=choice.cushion, planner=choice.planner,
-                                monitor_interval_auto=config.master.monitor_interval_s is None)
+                                monitor_interval_auto=config.master.monitor_interval_s is None,
+                                prior_sample=prior_sample)
         return BatsCore(task_ids, config.clusters, rng, settings, **kwargs)
     if choice.policy == "deadline":
         if choice.deadline is None:

@@ -472,6 +472,10 @@ class Server(Fleet, Driver):
     def _do_offer(self, action: c.OfferOptions) -> None:
         """Sampling is over: record the options, let the chooser answer (now, or on a later tick)."""
         self.journal.set_meta("options_offered_at", clock.now())
+        if action.samples and "sample" not in self.journal.meta:  # a resumed run keeps the first one
+            view = self.core.view()
+            self.journal.set_meta("sample", {"session": self.session, "cost": view.sampling_cost or 0.0,
+                                             "sets": {name: list(v) for name, v in action.samples.items()}})
         self._checkpoint()  # the end of sampling: what it learned is safe even without the WAL
         if self.chooser is None:
             self.stop_reason = "options offered but nobody can choose"

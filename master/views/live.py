@@ -80,9 +80,10 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
                           "machines": rows}
     spent = sum(core.machine_cost(m, now)[1] for m in core.machines.values())
     earlier_spent = getattr(server, "earlier_spent", 0.0)
+    earlier_sampling = getattr(server, "earlier_sampling", 0.0)  # an earlier session's sample, planned from
     budget = view.budget
     # chosen after sampling: the sampling was the price of the estimates, paid apart from the budget
-    apart = (view.sampling_cost or 0.0) if not view.budget_up_front else 0.0
+    apart = (view.sampling_cost or 0.0) + earlier_sampling if not view.budget_up_front else 0.0
     cushion = view.cushion
     changes = list(view.reconfigurations)
     selected = view.selected
@@ -294,12 +295,14 @@ class Watch:
     view, answers ``bats-master status`` and journals the options once they are offered."""
 
     def __init__(self, started_wall: float, already: int, view: LiveView | None = None,
-                 control: ControlServer | None = None, earlier_spent: float = 0.0) -> None:
+                 control: ControlServer | None = None, earlier_spent: float = 0.0,
+                 earlier_sampling: float = 0.0) -> None:
         self.started_wall = started_wall
         self.already = already
         self.view = view
         self.control = control
         self.earlier_spent = earlier_spent
+        self.earlier_sampling = earlier_sampling
         self.latest: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._last = -math.inf
@@ -326,6 +329,7 @@ class Watch:
 
     def _take(self, server: Server) -> dict[str, Any]:
         server.earlier_spent = self.earlier_spent  # type: ignore[attr-defined]
+        server.earlier_sampling = self.earlier_sampling  # type: ignore[attr-defined]
         snap = snapshot(server, self.started_wall, self.already)
         with self._lock:
             self.latest = snap

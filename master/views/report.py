@@ -43,6 +43,9 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
         # a plan chosen in an earlier session after a sampling phase: that phase's cost counts too
         chosen_before = plan.get("session", session) < session and not plan.get("implicit")
         earlier_sampling = (plan.get("sampling_cost") or 0.0) if chosen_before else 0.0
+        sample = journal.meta.get("sample") or {}
+        if not chosen_before and sample.get("session", session) < session:  # planned from an earlier sample
+            earlier_sampling = float(sample.get("cost") or 0.0)
         cost["sampling"] = earlier_sampling + figures["cost"]["sampling"]
         cost["execution"] = round(total - cost["sampling"], 9)  # as BatsCore.report: no float noise
     report = {

@@ -58,3 +58,29 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path: Path):
     assert report.read_bytes() == before  # its makespan is still the run's, not run-to-now
     with Journal.open(tmp_path / "bats-run") as journal:
         assert journal.sessions() == sessions
+
+
+def test_a_run_resumed_after_plan_only_plans_from_its_sample_instead_of_sampling_again(tmp_path: Path):
+    from helpers.configs import watched_clouds
+
+    (tmp_path / "clusters.toml").write_text(watched_clouds(2))  # 30 s ATUs: the plan has room
+    bag = write_bag(tmp_path / "tasks.txt", ["sleep 0.3"] * 60)
+    first = run_master(["--bag", str(bag), "--config", "clusters.toml", "--plan-only", "--seed", "3"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    with Journal.open(tmp_path / "bats-run") as journal:
+        sampled = journal.meta["sample"]
+        done_first = len(journal.finished_tasks())
+    assert sampled["session"] == 1 and sampled["sets"] and done_first > 0
+    second = subprocess.run([*MASTER, "--resume", "--schedule", "fastest", "--cushion", "yes"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=240)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "planning with the sample an earlier session" in second.stderr + second.stdout
+    report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
+    first_cost = sum(m["cost"] for m in report["machines"] if m["session"] == 1)
+    assert report["cost"]["sampling"] == first_cost  # the second session's money is all execution
+    assert report["cost"]["execution"] == sum(m["cost"] for m in report["machines"] if m["session"] == 2)
+    with Journal.open(tmp_path / "bats-run") as journal:
+        assert sorted(journal.finished_tasks()) == list(range(1, 61))
+        # no replicated copies in the second session: its machines ran only tasks left after the first
+        second_runs = sum(n for machine, (n, _) in journal.runs_by_machine().items() if "-s2-" in machine)
+    assert second_runs == 60 - done_first

@@ -199,6 +199,12 @@ class BatsCore(Execution):
 
     # ------------------------------------------------------------ phase 1: sampling
     def _initial_acquisitions(self, now: float) -> list[c.Action]:
+        prior = {name: list(values) for name, values in (self.settings.prior_sample or {}).items()
+                 if name in self.clusters and values}
+        if prior and self.budget is None:  # an earlier session sampled and stopped before a choice
+            note = Notify("planning with the sample an earlier session of this run measured (" + ", ".join(
+                f"{len(values)} on {name}" for name, values in prior.items()) + "); no new sampling")
+            return [note, *self._plan_from(prior, now)]
         counts = dict(self._sampling_workers)
         actions: list[c.Action] = []
         if self.budget is not None:  # implicit sampling: the ATUs begun before the first check must fit
@@ -323,6 +329,10 @@ class BatsCore(Execution):
         samples = self._complete_samples()
         if not samples:
             return [self._stop("no cluster produced a runtime to plan with")]
+        return self._plan_from(samples, now)
+
+    def _plan_from(self, samples: dict[str, list[float]], now: float) -> list[c.Action]:
+        """The estimates from every cluster's complete sample set, then the options (§2.3)."""
         for name, values in samples.items():
             self.estimates[name] = RuntimeEstimate(values)
         self.tail = TailEstimates.from_samples(samples)
@@ -353,7 +363,8 @@ class BatsCore(Execution):
         for machine in self.live_machines():
             actions.extend(self._mark(machine, now, "sampling done: released at the end of its ATU",
                                       wait_for_choice=True))
-        actions.append(OfferOptions(tuple(self.options), self.remaining, dict(self.plan_estimates)))
+        actions.append(OfferOptions(tuple(self.options), self.remaining, dict(self.plan_estimates),
+                                    {name: tuple(e.sample) for name, e in self.estimates.items()}))
         return actions
 
     def _complete_samples(self) -> dict[str, list[float]]:

@@ -31,6 +31,9 @@ class BatsSettings:
     cushion_accepted: bool = False  # with an up-front budget: may spend the rounding cushion too
     max_raise: float = DEFAULT_MAX_RAISE
     planner: str = "exact"  # "exact" or "ga"
+    # cluster -> complete sample set an earlier session of the run measured (it stopped before a
+    # choice): the run plans from it instead of sampling again
+    prior_sample: dict[str, tuple[float, ...]] | None = None
 
 
 @dataclass(frozen=True)
