@@ -42,6 +42,8 @@ from .args import (
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_STATE_DIR = "bats-run"
 log = logging.getLogger("bats.master")
+PROGRESS = "bats.progress"  # the run's routine reports (bats.master.views.live logs there too)
+progress = logging.getLogger(PROGRESS)
 
 
 
@@ -111,10 +113,26 @@ def _cleanup_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Formatter(logging.Formatter):
+    """``bats-master: message`` for what the run reports as it goes (progress, the plan, re-plans),
+    ``bats-master: WARNING: message`` (or ERROR) for what needs the operator's eye."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        if record.levelno >= logging.WARNING:
+            return f"bats-master: {record.levelname}: {text}"
+        return f"bats-master: {text}"
+
+
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="bats-master: %(levelname)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("bats.progress").setLevel(logging.WARNING if quiet else logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    logging.basicConfig(level=level, handlers=[handler])
+    # the run's routine reports: shown unless --quiet, without a level
+    logging.getLogger(PROGRESS).setLevel(logging.WARNING if quiet else logging.INFO)
 
 
 
@@ -389,7 +407,7 @@ def run(args: argparse.Namespace) -> int:
                           finished=finished, max_held=config.master.worker_capacity,
                           adaptive_prefetch=config.master.prefetch is None)
         if finished:
-            log.warning(
+            progress.info(
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
                 len(finished), len(bag))
         view = None if args.quiet else LiveView(log_every_s=_log_every(core))
@@ -442,7 +460,7 @@ def _nothing_to_resume(args: argparse.Namespace) -> int:
     from bats.master.views.html_report import ReportError, load_report
     from bats.master.views.report import summary
 
-    log.warning("%s: every task of this run has its result already; nothing to resume", args.state_dir)
+    progress.info("%s: every task of this run has its result already; nothing to resume", args.state_dir)
     try:
         report = load_report(args.state_dir)
     except ReportError as exc:
@@ -490,7 +508,7 @@ def _resumed_choice(journal, stored: dict, session: int):
     else:
         return choice  # stopped before a plan was chosen: sample and offer again
     left = total - paid
-    log.warning("resuming within the run's budget: %.2f left of %.2f", max(0.0, left), total)
+    progress.info("resuming within the run's budget: %.2f left of %.2f", max(0.0, left), total)
     return Choice(policy="bats", budget=max(left, 1e-9), cushion=False)
 
 

@@ -69,6 +69,7 @@ from .fleet import Fleet
 from .security import MasterKeys, secure_router
 
 log = logging.getLogger(__name__)
+progress = logging.getLogger("bats.progress")
 
 TICK_S = 0.2  # loop housekeeping period: journal commit, liveness, heartbeats
 STATUS_POLL_S = 1.0  # how often provisioners are asked about their machines
@@ -523,7 +524,7 @@ class Server(Fleet, Driver):
 
     @carries_out(c.Notify)
     def _do_notify(self, action: c.Notify) -> None:
-        log.warning("%s", action.message)
+        progress.info("%s", action.message)  # the plan, re-plans: routine, shown unless --quiet
 
     @carries_out(c.AskOffers)
     def _do_ask_offers(self, action: c.AskOffers) -> None:

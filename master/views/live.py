@@ -276,7 +276,7 @@ class LiveView:
         mono = time.monotonic()
         if mono - self.last_log >= self.log_every_s:
             self.last_log = mono
-            log.warning("progress: %s", one_line(snap))
+            log.info("progress: %s", one_line(snap))
 
     def pause(self) -> None:
         """Clear the view (the options table and the prompt take the terminal); the next
