@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from bats.common import clock
+from bats.master.cli.output import emit
 from bats.master.core.actions import OfferOptions
 from bats.master.core.bats.policy import BatsCore, Choice
 from bats.master.core.planning.planner import Option, spread
@@ -93,7 +94,7 @@ class Chooser:
             text += f"\nthe options are drawn in {self.plot_path}"
             threading.Thread(target=self._write_plot, args=(self.plot_path, offer), name="bats-plot",
                              daemon=True).start()
-        print(text, file=self.out, flush=True)
+        emit(text, file=self.out)
 
     @staticmethod
     def _write_plot(path: str, offer: OfferOptions) -> None:
@@ -133,12 +134,12 @@ class TerminalChooser(Chooser):
         super().offer(core, offer)
         if self._answer is None:
             if again:
-                print(PROMPT if self._pending is None else "", end="", file=self.out, flush=True)
+                emit(PROMPT if self._pending is None else "", end="", file=self.out)
             else:
                 self._ask(PROMPT)
 
     def _ask(self, prompt: str) -> None:
-        print(prompt, end="", file=self.out, flush=True)
+        emit(prompt, end="", file=self.out)
         if not self.asking:
             self.asked_at = clock.now()
         self.asking = True
@@ -173,7 +174,7 @@ class TerminalChooser(Chooser):
         try:
             option = core.choose(text)
         except ValueError as exc:
-            print(f"  {exc}", file=self.out, flush=True)
+            emit(f"  {exc}", file=self.out)
             self._ask(PROMPT)
             return None
         if option.cushion > 0 and not self.cushion_given:

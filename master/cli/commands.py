@@ -38,6 +38,7 @@ from .args import (
     duration_arg,
     load_cluster_config,
 )
+from .output import emit, silence
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_STATE_DIR = "bats-run"
@@ -448,7 +449,7 @@ def run(args: argparse.Namespace) -> int:
             report_path = "(not written)"
     finally:
         saved = _close_journal(journal)
-    print(summary(report, report_path))
+    emit(summary(report, report_path))  # a closed pipe (`| head`) does not fail a run that succeeded
     seen = core.view()
     planned_only = choice.plan_only and bool(seen.options or seen.plan)
     return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
@@ -466,7 +467,7 @@ def _nothing_to_resume(args: argparse.Namespace) -> int:
     except ReportError as exc:
         log.warning("%s; 'bats-master results' lists the results", exc)
         return EXIT_OK
-    print(summary(report, str(Path(args.state_dir) / "report.json")))
+    emit(summary(report, str(Path(args.state_dir) / "report.json")))
     return EXIT_OK if report.get("status") == "done" else EXIT_INCOMPLETE
 
 
@@ -699,7 +700,7 @@ def report_command(argv: Sequence[str]) -> int:
             write_html(args.state_dir, args.html)
     except ReportError as exc:
         raise UsageError(str(exc)) from None
-    print(summary(report, str(Path(args.state_dir) / "report.json")))
+    emit(summary(report, str(Path(args.state_dir) / "report.json")))
     if args.html:
         print(f"  html      {args.html}")
     return EXIT_OK
@@ -726,6 +727,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _run_parser().parse_args(argv)
         _setup_logging(args.verbose, args.quiet)
         return run(args)
+    except BrokenPipeError:  # e.g. `bats-master results | head`: the reader has what it wanted
+        silence()
+        return EXIT_OK
     except (UsageError, BagError, ConfigError, JournalError, KeyFileError) as exc:
         # one line, whatever the message quotes (a file name may hold a newline)
         message = str(exc).replace("\r", "\\r").replace("\n", "\\n")
