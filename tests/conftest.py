@@ -21,9 +21,10 @@ MARKS = {
         "worker/test_worker.py", "provisioners/test_provisioner_manual.py", "provisioners/test_provisioner_batch.py",
         "provisioners/test_provisioner_ssh.py", "provisioners/test_ec2.py", "provisioners/test_libcloud.py",
         "deploy/test_deploy.py", "state/test_journal.py", "state/test_ownership.py", "common/test_protocol.py", "packaging/test_packaging.py",
-        "packaging/test_worker_wheel.py",
+        "packaging/test_worker_wheel.py", "deploy/test_image.py",
     },
-    "daemons": {"provisioners/test_provisioner_batch.py", "provisioners/test_provisioner_ssh.py", "e2e/test_faults.py"},
+    "daemons": {"provisioners/test_provisioner_batch.py", "provisioners/test_provisioner_ssh.py", "e2e/test_faults.py",
+                "deploy/test_image.py"},
     "browser": {"views/test_operator_dashboard.py"},
     "cloud": {"provisioners/test_ec2.py", "provisioners/test_libcloud.py"},
 }
