@@ -4,7 +4,8 @@ tasks for a master on this machine.
 ``.ci/debian-root`` makes the root once with debootstrap (Debian 12 with python3, python3-venv,
 ca-certificates, cloud-init and systemd, as a stock cloud image has them or the user data's
 ``packages`` installs them, and the wheels of the worker's three dependencies). Each test works in a
-copy of it, in a chroot with /proc mounted (it shares this machine's network, so 127.0.0.1 is the
+copy of it (an overlay mount, or a real copy where overlayfs is refused), in a chroot with /proc
+mounted (it shares this machine's network, so 127.0.0.1 is the
 master). Two machines are played:
 
 - *stock*: ``deploy/cloud-init.yaml`` rendered for the machine, its ``install`` line installing the
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import zmq.auth
 from helpers.daemons import missing
 from helpers.runs import MASTER, free_port, results, wait_for
 
@@ -89,14 +91,25 @@ def machine(tmp_path) -> Iterator[Path]:
         missing(f"a Debian root in {DEBIAN_ROOT}", ".ci/debian-root .venv/bin/python")
     if os.geteuid() != 0 or shutil.which("chroot") is None:
         missing("root (chroot needs it)", "running the tests as root")
-    root = tmp_path / "root"
-    subprocess.run(["cp", "-a", "--reflink=auto", str(DEBIAN_ROOT), str(root)], check=True)
-    mounts = [root / "proc"]
-    subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
-    if not (root / "dev" / "null").is_char_device():  # debootstrap could not make device nodes here
-        subprocess.run(["mount", "--bind", "/dev", str(root / "dev")], check=True)
-        mounts.append(root / "dev")
+    root = (tmp_path / "root").resolve()
+    upper, work = tmp_path / "upper", tmp_path / "work"
+    for directory in (root, upper, work):
+        directory.mkdir()
+    mounts: list[Path] = []
     try:
+        # an overlay on the prepared root costs nothing; where overlayfs is refused, a copy
+        overlay = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                                  f"lowerdir={DEBIAN_ROOT},upperdir={upper},workdir={work}", str(root)],
+                                 capture_output=True)
+        if overlay.returncode == 0:
+            mounts.append(root)
+        else:
+            subprocess.run(["cp", "-a", "--reflink=auto", f"{DEBIAN_ROOT}/.", str(root)], check=True)
+        subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
+        mounts.append(root / "proc")
+        if not (root / "dev" / "null").is_char_device():  # debootstrap could not make device nodes here
+            subprocess.run(["mount", "--bind", "/dev", str(root / "dev")], check=True)
+            mounts.append(root / "dev")
         (root / "run" / "systemd" / "system").mkdir(parents=True, exist_ok=True)  # as on a booted machine
         stand_in = root / "usr" / "local" / "sbin" / "systemctl"
         stand_in.write_text(SYSTEMCTL)
@@ -109,7 +122,8 @@ def machine(tmp_path) -> Iterator[Path]:
                     proc.kill()
         for mount in reversed(mounts):
             subprocess.run(["umount", "-l", str(mount)], check=False)
-        shutil.rmtree(root, ignore_errors=True)
+        for directory in (root, upper, work):
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +152,6 @@ class Master:
         token_file = self.state_dir / "join" / "hand.token"
         wait_for(lambda: token_file.exists() and (self.state_dir / "master.key").exists(), 60,
                  "the master's join token and key")
-        import zmq.auth
-
         public, _secret = zmq.auth.load_certificate(str(self.state_dir / "master.key"))
         self.server_key = public.decode()
         self.token = token_file.read_text().strip()
