@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench paper compare reliability execution-study install clean
+.PHONY: demo test test-fast lint bench paper compare reliability execution-study install clean worker-wheel \
+	worker-wheelhouse
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +65,16 @@ reliability: $(STAMP)
 # does the execution keep the chosen option's promise? random pools in the simulator: docs/execution-study.md
 execution-study: $(STAMP)
 	$(PY) bench/execution_study.py --pools 500 --max-tasks 5000 --out docs/execution-study.md
+
+# the worker alone for machine images: dist/bats_worker-VERSION-py3-none-any.whl, needing pyzmq, msgpack and
+# psutil only (deploy/worker-wheel/, deploy/README.md)
+worker-wheel: $(STAMP)
+	$(PY) deploy/worker-wheel/build.py --out dist
+
+# wheels of the worker wheel's three dependencies for this venv's Python, so tests/packaging/ can install it
+# in a fresh venv offline (needs the package index once; .ci/run does it)
+worker-wheelhouse: $(STAMP)
+	$(PY) -m pip download --quiet --only-binary=:all: --dest $(VENV)/wheelhouse pyzmq msgpack psutil
 
 clean:
 	rm -rf $(VENV) bats-run build dist *.egg-info .mypy_cache .ruff_cache

@@ -8,10 +8,10 @@ placeholders (``${command}``, ``${install}``, ``${machine}``, ``${cluster}``, ``
 ``${master}``; ``$$`` is a literal ``$``). The built-in template, :data:`DEFAULT_USER_DATA`, is a
 shell script for an image that already holds the worker (``deploy/image/``): it writes the worker's
 command line to ``/etc/bats/worker.sh`` and starts the ``bats-worker`` systemd unit (or, without
-systemd, the script itself). ``install`` runs first, e.g. ``pip install bats==0.1.0`` on a stock
-image; ``deploy/cloud-init.yaml`` is a fuller template that installs everything. Every template
-must contain the ``exec ${command}`` line: that is also how the test harness, which plays the
-cloud, finds the command to start (:func:`worker_command`).
+systemd, the script itself). ``install`` runs first, e.g. ``pip install URL`` of the worker's own
+wheel (``make worker-wheel``) on a stock image; ``deploy/cloud-init.yaml`` is a fuller template that
+installs everything. Every template must contain the ``exec ${command}`` line: that is also how the
+test harness, which plays the cloud, finds the command to start (:func:`worker_command`).
 
 *Tags.* Every machine carries :data:`TAG_RUN` (the run id), :data:`TAG_CLUSTER`,
 :data:`TAG_MACHINE` (the machine id the worker says hello with) and :data:`TAG_SESSION`, so

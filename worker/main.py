@@ -468,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bats-worker",
         description="Run shell tasks for a BaTS master and report their runtimes.",
     )
+    p.add_argument("--version", action="version", version=f"bats-worker {__version__}")
     p.add_argument("--master", required=True, type=_endpoint, metavar="ENDPOINT",
                    help="the master's ZeroMQ endpoint, e.g. tcp://10.0.0.5:5555")
     p.add_argument("--machine", required=True, metavar="ID", help="this machine's id (from the provisioner)")

@@ -1,8 +1,8 @@
 # Packer template: an EC2 AMI with the BaTS worker baked in (Ubuntu 24.04, any architecture).
 #
-#   python3 -m pip wheel --no-deps -w dist .          # in the repository: dist/bats-*.whl
+#   make worker-wheel                                 # in the repository: dist/bats_worker-*.whl
 #   packer init deploy/image/bats-worker.pkr.hcl
-#   packer build -var region=eu-west-1 -var wheel=dist/bats-0.1.0-py3-none-any.whl deploy/image/bats-worker.pkr.hcl
+#   packer build -var region=eu-west-1 -var wheel=dist/bats_worker-0.1.0-py3-none-any.whl deploy/image/bats-worker.pkr.hcl
 #
 # Put the AMI id it prints in your cluster's `image` key. Instances then need only the built-in
 # user data of the ec2 provisioner, which starts the bats-worker unit.
@@ -32,7 +32,7 @@ variable "arch" {
 
 variable "wheel" {
   type        = string
-  description = "the bats wheel to install, e.g. dist/bats-0.1.0-py3-none-any.whl"
+  description = "the worker wheel to install (make worker-wheel), e.g. dist/bats_worker-0.1.0-py3-none-any.whl"
 }
 
 source "amazon-ebs" "bats_worker" {

@@ -54,3 +54,21 @@ def test_the_unit_and_the_image_script():
     subprocess.run(["sh", "-n", str(DEPLOY / "image" / "install-worker.sh")], check=True)
     packer = (DEPLOY / "image" / "bats-worker.pkr.hcl").read_text()
     assert "install-worker.sh" in packer and "bats-worker.service" in packer
+
+
+def test_the_cloud_init_template_carries_the_same_unit_and_a_home_the_unit_can_use():
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load(render(UserData.load(str(DEPLOY / "cloud-init.yaml"))))
+    files = {f["path"]: f for f in doc["write_files"]}
+
+    def lines(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+    unit = (DEPLOY / "bats-worker.service").read_text()
+    assert lines(files["/etc/systemd/system/bats-worker.service"]["content"]) == lines(unit)
+    # the worker's directory is made by systemd for the user, whose home it is
+    (bats,) = [u for u in doc["users"] if isinstance(u, dict) and u["name"] == "bats"]
+    assert "StateDirectory=bats" in lines(unit) and "WorkingDirectory=/var/lib/bats" in lines(unit)
+    assert bats["homedir"] == "/var/lib/bats"
+    # worker.sh belongs to bats, who exists only once users-groups has run: written in the final stage
+    assert files["/etc/bats/worker.sh"]["owner"] == "bats:bats" and files["/etc/bats/worker.sh"]["defer"] is True
