@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shlex
 from pathlib import Path
 from typing import ClassVar
 
@@ -92,9 +93,13 @@ class ManualProvisioner(Provisioner):
         return token
 
     def join_command(self) -> str:
-        key = f" --server-key={self.bootstrap.server_key}" if self.bootstrap.server_key else ""  # public
-        return (f"bats-worker --master {self.bootstrap.master_endpoint}{key} --cluster {self.cluster.name} "
-                f"--token-file {self.token_file.resolve()} --machine NAME")
+        """The command to paste on a machine, every value shell-quoted (a Z85 key may hold ``&``,
+        ``>``, ``)`` or ``$``); NAME is the operator's to fill in."""
+        argv = ["bats-worker", "--master", self.bootstrap.master_endpoint]
+        if self.bootstrap.server_key:
+            argv.append(f"--server-key={self.bootstrap.server_key}")  # public
+        argv += ["--cluster", self.cluster.name, "--token-file", str(self.token_file.resolve())]
+        return shlex.join(argv) + " --machine NAME"
 
     def acquire(self, n: int) -> list[MachineHandle]:
         seats = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -81,8 +82,8 @@ atu = "1h"
     import zmq.auth
 
     public, _secret = zmq.auth.load_certificate(str(tmp_path / "run" / "master.key"))
-    assert (f"bats-worker --master {endpoint} --server-key={public.decode()} --cluster hand "
-            f"--token-file {token_file.resolve()} --machine NAME") in err
+    assert shlex.join(["bats-worker", "--master", endpoint, f"--server-key={public.decode()}", "--cluster", "hand",
+                       "--token-file", str(token_file.resolve())]) + " --machine NAME" in err
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["tasks"] == {"total": 12, "done": 12, "failed": 0, "not_run": 0}
     assert {m["id"] for m in report["machines"]} == {"hand-s1-1", "hand-s1-2"}
@@ -131,3 +132,14 @@ def test_token_file_option(tmp_path):
     made = manual(tmp_path, token_file="new.token")
     assert (tmp_path / "new.token").read_text().strip() == made.join_token
     assert not os.path.exists(tmp_path / "run" / "join")
+
+
+def test_the_join_command_is_one_shell_command_whatever_the_key_holds(tmp_path):
+    cl = ClusterConfig(name="hand", provisioner="manual", max=2, price=0.0, atu_s=3600.0, options={"token_file": None})
+    key = "a&b>c)d$e|f;g" + "K" * 27  # Z85 uses & > ) $ and more that a shell would act on
+    prov = ManualProvisioner(cl, Bootstrap(master_endpoint="tcp://10.0.0.1:5555", run_id="r", server_key=key,
+                                           state_dir=str(tmp_path / "run dir"), config_dir=str(tmp_path)))
+    command = prov.join_command()
+    assert subprocess.run(["sh", "-n", "-c", command], capture_output=True).returncode == 0
+    argv = shlex.split(command)
+    assert f"--server-key={key}" in argv and argv[argv.index("--token-file") + 1] == str(prov.token_file.resolve())
