@@ -63,8 +63,9 @@ def add_choice_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deadline", type=_deadline_arg, metavar="DURATION",
                    help="after sampling, run the cheapest plan that finishes within DURATION of the start "
                         "(seed 004's ILP; [policy.deadline] interval)")
-    g.add_argument("--schedule", metavar="CHOICE",
-                   help="after sampling, run this option: cheapest, fastest, an option id, or a budget ($25)")
+    g.add_argument("--schedule", metavar="CHOICE", type=schedule_arg,
+                   help="after sampling, run this option: cheapest, fastest, an option id, or a budget "
+                        "(budget:25, or '$25' quoted so the shell leaves it alone: the fastest option within it)")
     g.add_argument("--budget", type=_money_arg, metavar="AMOUNT",
                    help="run the fastest configuration within AMOUNT (sampling included, no options shown)")
     g.add_argument("--cushion", choices=("yes", "no"),
@@ -112,7 +113,31 @@ def _money_arg(text: str) -> float:
     return amount
 
 
-CHOICE_FLAGS = ("pass --schedule cheapest|fastest|ID|$AMOUNT, --budget AMOUNT or --plan-only "
+def schedule_arg(text: str) -> str:
+    """``--schedule``: what can be judged before the options exist (the ids offered are checked
+    once they are), so a bad value stops the run before anything is started or paid for."""
+    value = text.strip().lower()
+    if value in ("cheapest", "fastest"):
+        return value
+    if value.isdigit():
+        if int(value) < 1:
+            raise argparse.ArgumentTypeError(f"option ids start at 1, got {text!r}")
+        return value
+    for prefix in ("budget:", "$"):
+        if value.startswith(prefix):
+            amount = value[len(prefix):]
+            try:
+                number = float(amount)
+            except ValueError:
+                break
+            if not (0 < number < float("inf")):
+                raise argparse.ArgumentTypeError(f"a budget must be a positive amount, got {text!r}")
+            return value
+    raise argparse.ArgumentTypeError(f"expected cheapest, fastest, an option id or a budget such as budget:25, "
+                                     f"got {text!r}")
+
+
+CHOICE_FLAGS = ("pass --schedule cheapest|fastest|ID|budget:AMOUNT, --budget AMOUNT or --plan-only "
                 "(or --policy self to run on every machine without a budget)")
 
 

@@ -432,10 +432,11 @@ class Simulator(Driver):
         if self.choice.plan_only:
             self._feed(c.StopRequested(self.now, "stopped after the options (--plan-only)"))
             return
-        if self.choice.schedule is None:  # checked by the command line; the API's default
-            option = core.choose("fastest")
-        else:
-            option = core.choose(self.choice.schedule)
+        try:
+            option = core.choose(self.choice.schedule or "fastest")  # no schedule: the API's default
+        except ValueError as exc:  # an option id not offered, a budget no option fits
+            self._feed(c.StopRequested(self.now, f"--schedule {self.choice.schedule}: {exc}"))
+            return
         log.info("t=%.1f chose option %d (%s)", self.now, option.id, option.label)
         self._feed(c.ScheduleChosen(self.now, option, self.choice.cushion))
 

@@ -465,3 +465,28 @@ def test_fuzz_config_loader_either_loads_or_says_where_in_one_line(tmp_path, dat
         assert message.startswith(str(path)), message
         return
     assert config.clusters
+
+
+@pytest.mark.parametrize("schedule", ["foo", "$-5", "0", "budget:0", "budget:x", "$"])
+def test_a_schedule_that_cannot_be_right_is_refused_before_anything_starts(tmp_path, schedule):
+    from helpers.configs import CONFIG
+    from helpers.runs import MASTER
+
+    (tmp_path / "clusters.toml").write_text(CONFIG)
+    (tmp_path / "tasks.txt").write_text("true\n")
+    run = subprocess.run([*MASTER, "--bag", "tasks.txt", "--config", "clusters.toml", "--schedule", schedule],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "--schedule" in run.stderr, run.stderr
+    assert not (tmp_path / "bats-run").exists()  # nothing sampled, nothing paid
+
+
+@pytest.mark.parametrize("schedule", ["999", "$1", "budget:0.0001"])
+def test_bats_sim_with_a_schedule_no_option_fits_says_so_in_one_line(tmp_path, schedule):
+    from helpers.configs import CONFIG
+
+    (tmp_path / "clusters.toml").write_text(CONFIG)
+    run = subprocess.run([sys.executable, "-m", "bats.master.sim", "--config", "clusters.toml", "--tasks", "100",
+                          "--runtimes", "normal:10s,1s", "--seed", "1", "--schedule", schedule],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert f"INCOMPLETE: --schedule {schedule}: " in run.stdout + run.stderr
