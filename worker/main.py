@@ -343,7 +343,8 @@ class Worker:
         while run is not None and run.step(now):
             self._running = None
             self.tasks_done += 1
-            if self.opts.reap_detached and reaper.kill_leftovers(keep=set()):  # no other task runs: all leftovers
+            keep = {run.proc.pid} if run.proc is not None else set()  # its own process, Popen reaps it
+            if self.opts.reap_detached and reaper.kill_leftovers(keep):  # no other task runs: all leftovers
                 run.stderr += b"\nbats-worker: killed what this task left running outside its process group\n"
             self._deliver(run.result_fields(), now)
             if self._queue:

@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
+import os
 import sys
 
 import psutil
@@ -39,22 +40,41 @@ def become_subreaper() -> bool:
 
 
 def kill_leftovers(keep: set[int]) -> int:
-    """SIGKILL every child of this process whose pid is not in ``keep``, with its descendants, and
-    reap it; returns how many children were killed."""
+    """SIGKILL every live child of this process whose pid is not in ``keep``, with its descendants,
+    and reap it; returns how many were killed. Children that are already dead (the members of a
+    task's group killed a moment ago, re-parented here as they died) are only reaped."""
     try:
         children = psutil.Process().children()
     except psutil.Error:
         return 0
-    leftovers = [child for child in children if child.pid not in keep]
-    for child in leftovers:
+    leftovers = []
+    for child in children:
+        if child.pid in keep:
+            continue
+        try:
+            alive = child.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            continue  # gone already (reaped by whoever waited for it)
+        if not alive:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(child.pid, os.WNOHANG)
+            continue
+        leftovers.append(child)
         with contextlib.suppress(psutil.Error):
-            family = [child, *child.children(recursive=True)]
-            for process in family:
+            for process in [child, *child.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):
                     process.kill()
     if leftovers:
-        _, alive = psutil.wait_procs(leftovers, timeout=1.0)  # reaps them: they are our children
-        log.info("killed %d process(es) a task left running outside its process group", len(leftovers))
-        for process in alive:
+        log.info("killed %d process(es) a task left running outside its process group: %s", len(leftovers),
+                 ", ".join(f"{p.pid} {_name(p)}" for p in leftovers))
+        _, alive_after = psutil.wait_procs(leftovers, timeout=1.0)  # reaps them: they are our children
+        for process in alive_after:
             log.warning("pid %d did not die after SIGKILL", process.pid)
     return len(leftovers)
+
+
+def _name(process: psutil.Process) -> str:
+    try:
+        return process.name()
+    except psutil.Error:
+        return "?"

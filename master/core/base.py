@@ -251,9 +251,12 @@ class Core:
                 "state": m.state.value, "release_reason": m.release_reason,
             })
         end = self.last_finish_at if self.remaining == 0 and self.last_finish_at is not None else now
+        tasks: dict[str, Any] = {"total": self.total, "done": self.done, "failed": self.failed,
+                                 "not_run": self.remaining}
+        if self.failed:
+            tasks["failed_ids"] = [task for task, status in enumerate(self._status) if status == FAILED]
         return {
-            "tasks": {"total": self.total, "done": self.done, "failed": self.failed,
-                      "not_run": self.remaining},
+            "tasks": tasks,
             "makespan_s": max(0.0, end - (self.started_at if self.started_at is not None else now)),
             "cost": {"total": total_cost},
             "machines": machines,

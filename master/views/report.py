@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -146,10 +147,14 @@ def summary(report: dict[str, Any], report_path: str) -> str:
     lines.extend(_predicted_lines(report))
     lines.extend(_cluster_table(report))
     lines.extend(_machine_table(report))
-    not_run = tasks.get("not_run_ids")
-    if not_run:
-        shown = ", ".join(map(str, not_run[:10])) + (f" and {len(not_run) - 10} more" if len(not_run) > 10 else "")
-        lines.append(f"  not run   task(s) {shown} (bag line numbers)")
+    for label, ids in (("failed", tasks.get("failed_ids")), ("not run", tasks.get("not_run_ids"))):
+        if ids:
+            shown = ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+            lines.append(f"  {label:<9} task(s) {shown} (bag line numbers)")
+    if tasks.get("failed"):
+        state_dir = report.get("state_dir") or "bats-run"
+        lines.append(f"  why       bats-master results --failed --state-dir {shlex.quote(state_dir)} "
+                     "(exit codes and output tails)")
     lines.append(f"  report    {report_path}")
     return "\n".join(lines)
 
