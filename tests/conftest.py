@@ -22,7 +22,7 @@ MARKS = {
         "provisioners/test_provisioner_ssh.py", "provisioners/test_ec2.py", "provisioners/test_libcloud.py",
         "deploy/test_deploy.py", "state/test_journal.py", "state/test_ownership.py", "common/test_protocol.py", "packaging/test_packaging.py",
         "server/test_flood.py", "server/test_worker_limits.py", "common/test_clock.py", "state/test_resume_accounting.py",
-        "cli/test_closed_pipe.py", "packaging/test_worker_wheel.py", "deploy/test_image.py",
+        "cli/test_output.py", "packaging/test_worker_wheel.py", "deploy/test_image.py",
     },
     "daemons": {"provisioners/test_provisioner_batch.py", "provisioners/test_provisioner_ssh.py", "e2e/test_faults.py",
                 "deploy/test_image.py"},

@@ -550,15 +550,17 @@ def _control(state_dir: str, run_id: str):
 
 
 def _redraw_plot(path: str | None, core) -> None:
-    """``--plot``: once the run is over, draw the options again with the chosen one circled."""
+    """``--plot``: once the run is over, draw the options again, the chosen one circled (also after
+    ``--plan-only``, when the drawing made at the offer may not have finished before the exit)."""
     view = core.view()
     options, selected = view.options, view.selected
-    if not path or not options or selected is None:
+    if not path or not options:
         return
     from bats.master.views.plots import write_options_png
 
     try:
-        write_options_png(path, options, chosen=selected.id, tasks=core.tasks_at_plan)
+        write_options_png(path, options, chosen=selected.id if selected is not None else None,
+                          tasks=core.tasks_at_plan)
     except OSError as exc:
         log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -> None:

@@ -1,5 +1,6 @@
-"""A reader that closes the pipe early (``bats-master results | head``) is not an error: no
-traceback, and the command's own exit status."""
+"""What the command line writes reaches its reader: a reader that closes the pipe early
+(``bats-master results | head``) is not an error (no traceback, the command's own exit status),
+and ``--plot`` writes its picture even when ``--plan-only`` ends the run at once."""
 
 from __future__ import annotations
 
@@ -25,3 +26,15 @@ def test_results_report_and_a_run_into_a_closed_pipe_end_quietly(tmp_path: Path)
     for command in (["results"], ["results", "--format", "csv"], ["report"]):
         code, err = _read_a_little_then_close([*MASTER, *command, "--state-dir", "bats-run"], tmp_path)
         assert code == 0 and "Traceback" not in err and "BrokenPipe" not in err, (command, err)
+
+
+def test_plan_only_with_plot_writes_the_picture(tmp_path: Path):
+    from helpers.configs import CONFIG
+
+    (tmp_path / "clusters.toml").write_text(CONFIG)
+    bag = write_bag(tmp_path / "tasks.txt", ["sleep 0.2"] * 40)
+    run = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", "clusters.toml", "--plan-only",
+                          "--plot", "options.png"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "drawn in options.png" in run.stdout
+    assert (tmp_path / "options.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
