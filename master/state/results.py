@@ -11,6 +11,7 @@ the writer); rows the master has not flushed yet are simply not exported.
 from __future__ import annotations
 
 import csv
+import datetime
 import json
 import logging
 from pathlib import Path
@@ -36,6 +37,19 @@ COLUMNS = (
     "stdout",
     "stderr",
 )
+
+
+def _readable(row: dict[str, Any]) -> dict[str, Any]:
+    """A result as people and programs read it: the runtime to the millisecond, the finish time as
+    ISO 8601 in UTC (``2026-11-25T02:15:35.537Z``)."""
+    out = dict(row)
+    if isinstance(out.get("runtime_s"), float):
+        out["runtime_s"] = round(out["runtime_s"], 3)
+    finished = out.get("finished_at")
+    if isinstance(finished, (int, float)):
+        stamp = datetime.datetime.fromtimestamp(finished, tz=datetime.timezone.utc)
+        out["finished_at"] = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return out
 
 
 def _csv_value(value: Any) -> Any:
@@ -80,13 +94,13 @@ def export_results(state_dir: str | Path, out: TextIO, failed_only: bool = False
         if fmt == "csv":
             writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
             writer.writeheader()
-            for row in journal.results(failed_only=failed_only):
+            for row in map(_readable, journal.results(failed_only=failed_only)):
                 record = {key: _csv_value(row[key]) for key in COLUMNS if key != "command"}
                 record["command"] = command(row["id"])
                 writer.writerow(record)
                 written += 1
         else:
-            for row in journal.results(failed_only=failed_only):
+            for row in map(_readable, journal.results(failed_only=failed_only)):
                 record = {key: row[key] for key in COLUMNS if key != "command"}
                 record["command"] = command(row["id"])
                 ordered = {key: record[key] for key in COLUMNS}

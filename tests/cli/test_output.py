@@ -38,3 +38,17 @@ def test_plan_only_with_plot_writes_the_picture(tmp_path: Path):
     assert run.returncode == 0, run.stderr
     assert "drawn in options.png" in run.stdout
     assert (tmp_path / "options.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_results_show_iso_times_and_runtimes_to_the_millisecond(tmp_path: Path):
+    import datetime
+    import json
+
+    bag = write_bag(tmp_path / "tasks.txt", ["sleep 0.1", "true"])
+    assert subprocess.run([*MASTER, "--quiet", "--bag", str(bag)], cwd=tmp_path, timeout=120).returncode == 0
+    out = subprocess.run([*MASTER, "results", "--state-dir", "bats-run"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60).stdout
+    for row in map(json.loads, out.splitlines()):
+        assert row["finished_at"].endswith("Z")
+        assert datetime.datetime.fromisoformat(row["finished_at"].replace("Z", "+00:00")).year >= 2024
+        assert row["runtime_s"] == round(row["runtime_s"], 3)
