@@ -57,11 +57,12 @@ def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[floa
     clusters = list(options[0].machines)
     headers = ["id", "schedule", *clusters, "makespan", "cost", "cushion"]
     rows = []
+    places = money_places([o.cost for o in options] + [o.cushion for o in options if o.cushion])
     for o in options:
         rows.append([
             str(o.id), option_label(o), *(str(o.machines.get(name, 0)) for name in clusters),
             f"{o.makespan_atu} ATU ({format_duration(o.makespan_s)})",
-            _money(o.cost), _money(o.cushion) if o.cushion else "-",
+            _money(o.cost, places), _money(o.cushion, places) if o.cushion else "-",
         ])
     footer = (["", "profitability", *(f"{profit[name]:.2f}" if name in profit else "-" for name in clusters),
                "", "", ""] if profit else None)
@@ -83,8 +84,18 @@ def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[floa
     return "\n".join(lines)
 
 
-def _money(amount: float) -> str:
-    return f"{amount:,.2f}" if amount >= 0.01 or amount == 0 else f"{amount:.6f}"
+def money_places(amounts: Sequence[float], least: int = 2, most: int = 6) -> int:
+    """The fewest decimal places (from ``least``, at most ``most``) at which amounts that differ
+    print differently, so two options never show the same cost (0.347 and 0.354 are not both 0.35)."""
+    distinct = {round(a, most) for a in amounts}
+    for places in range(least, most + 1):
+        if len({f"{a:.{places}f}" for a in distinct}) == len(distinct):
+            return places
+    return most
+
+
+def _money(amount: float, places: int = 2) -> str:
+    return f"{amount:,.{places}f}" if amount >= 0.01 or amount == 0 else f"{amount:.6f}"
 
 
 def core_profitability(core: Core) -> dict[str, float] | None:

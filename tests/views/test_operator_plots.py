@@ -66,3 +66,11 @@ def test_sim_plot_flag_writes_the_png_and_a_missing_folder_is_exit_2(tmp_path, c
     assert png_size(path.read_bytes()) == (700, 450)
     assert main(RUN + ["--plan-only", "--plot", str(tmp_path / "nope" / "o.png")]) == 2
     assert "--plot" in capsys.readouterr().err
+
+
+def test_option_costs_that_differ_print_differently():
+    from bats.master.views.options_table import money_places
+
+    assert money_places([0.347, 0.354]) == 3
+    assert money_places([12.0, 13.5, 13.5]) == 2
+    assert money_places([1.00001, 1.00002]) == 5
