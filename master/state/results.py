@@ -47,7 +47,7 @@ def _readable(row: dict[str, Any]) -> dict[str, Any]:
         out["runtime_s"] = round(out["runtime_s"], 3)
     finished = out.get("finished_at")
     if isinstance(finished, (int, float)):
-        stamp = datetime.datetime.fromtimestamp(finished, tz=datetime.timezone.utc)
+        stamp = datetime.datetime.fromtimestamp(finished, tz=datetime.UTC)
         out["finished_at"] = stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return out
 
