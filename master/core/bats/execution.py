@@ -8,7 +8,8 @@ sampling machines; the monitoring check (§3.1) compares N_e with N_p and re-pla
 ceiling (:func:`~..planning.monitor.plan_releases`) decides at every machine's edge, less the
 release margin, whether the money left renews it, and marks for release what it cannot; a task
 that would carry a machine past an edge the budget will not renew is not handed out. The rules
-and the figures behind them are in the policy module's docstring.
+and the figures behind them are in the policy module's docstring; the end of the bag (hand-out by
+expected finish, copies on idle paid machines) is the :mod:`.endgame` layer under this one.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from bats.master import core as c
 from ..actions import Notify, WakeAt
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
 from ..planning.planner import Option, Planner
+from .endgame import EndGame
 from .settings import EXECUTING, BatsSettings
 
 REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan this often
 
 
-class Execution(c.Core):
+class Execution(EndGame):
     """Phase 3 of :class:`~.policy.BatsCore`; see the module docstring. The policy sets up the
     state below in its constructor and fills in the methods declared here."""
 
