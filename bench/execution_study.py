@@ -123,6 +123,10 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
         totals["killed in paid time"] += sim.killed_in_paid_time
         totals["killed before hard"] += sim.killed_before_hard
         totals["paid s wasted"] += sim.killed_paid_s
+        endgame = report.get("endgame") or {}
+        totals["copies started"] += endgame.get("copies_started", 0)
+        totals["copies won"] += endgame.get("copies_won", 0)
+        totals["copy paid s"] += endgame.get("copy_paid_s", 0.0)
         core = sim.core
         planned = (report.get("selected") or {}).get("makespan_s")
         started = getattr(core, "execution_started_at", None)
@@ -179,6 +183,8 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         f"| ... that would have ended before their machine's paid edge | {t['killed in paid time']} | 0 |",
         f"| ... that would have ended before the edge less the release time | {t['killed before hard']} | 0 |",
         f"| paid seconds the killed tasks threw away | {t['paid s wasted']:.0f} | |",
+        f"| end-game copies started / won | {t['copies started']} / {t['copies won']} | |",
+        f"| paid machine seconds the copies used | {t['copy paid s']:.0f} | |",
         "",
         "Incomplete runs by runtime distribution:",
         "",

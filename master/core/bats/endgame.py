@@ -42,7 +42,6 @@ from .settings import EXECUTING
 
 if TYPE_CHECKING:
     from ..planning.estimate import RuntimeEstimate
-    from ..planning.monitor import ReleasePlan
     from .settings import BatsSettings
 
 
@@ -57,7 +56,7 @@ class EndGame(c.Core):
     if TYPE_CHECKING:
         def _tau_e(self) -> Any: ...
         def _edge(self, m: c.Machine, now: float) -> float: ...
-        def _release_plan(self, now: float) -> ReleasePlan: ...
+        def _kept_by_budget(self, machine_id: str, now: float) -> bool: ...
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -151,7 +150,7 @@ class EndGame(c.Core):
             return True  # within time already paid
         if machine.release_at is not None or ends > self._plan_end.get(machine.cluster, -math.inf):
             return False
-        return self.budget is None or machine.id in self._release_plan(now).keep
+        return self.budget is None or self._kept_by_budget(machine.id, now)
 
     def _drop_copy(self, task: int, machine_id: str, now: float) -> None:
         """One attempt of a copied task is over (won, lost, stopped or its machine gone)."""

@@ -50,6 +50,7 @@ class Execution(EndGame):
     _release_edge: dict[str, float]  # marked machine -> the edge of its paid time
     selected: Option | None
     budget: float | None
+    _keep_cache: tuple[tuple, frozenset[str]] | None = None  # see _kept_by_budget
     sampling_cost: float | None
     execution_started_at: float | None
 
@@ -122,8 +123,9 @@ class Execution(EndGame):
             live = self.live_machines(name)
             kept = [m for m in live if m.release_at is None]
             have = len(kept) + self._requested[name]
-            if have < want:
-                for m in sorted((m for m in live if m.release_at is not None), key=lambda m: -(m.release_at or 0)):
+            if have < want:  # keep first the marked machines whose running task would be cut off
+                marked = (m for m in live if m.release_at is not None)
+                for m in sorted(marked, key=lambda m: (not self._crosses_edge(m, now), -(m.release_at or 0))):
                     if have >= want:
                         break
                     self._unmark(m)
@@ -131,10 +133,28 @@ class Execution(EndGame):
                     have += 1
                 actions.extend(self._acquire(name, want - have, now))
             elif have > want:
-                surplus = sorted(kept, key=lambda m: self._edge(m, now))[:have - want]
+                # let go first the machines whose running task ends in their paid time (or idle ones)
+                surplus = sorted(kept, key=lambda m: (self._crosses_edge(m, now), self._edge(m, now)))[:have - want]
                 for m in surplus:
                     actions.extend(self._mark(m, now, "the plan needs fewer machines of its cluster"))
         return actions
+
+    def _crosses_edge(self, m: c.Machine, now: float) -> bool:
+        """Whether ``m``'s running task is expected (the sample's tail rule) to run past the moment
+        a release at its edge would come: releasing it then would throw that task's work away."""
+        if not m.held or m.running_since is None:
+            return False
+        elapsed = max(0.0, now - m.running_since)
+        ends = m.running_since + max(elapsed, float(self._tau_e()(m.cluster, elapsed)))
+        return ends > self._edge(m, now) - self.settings.release_margin_s
+
+    def _kept_by_budget(self, machine_id: str, now: float) -> bool:
+        """Whether the release plan keeps ``machine_id`` (its next ATU reserved); one plan per
+        moment and set of machines, however many tasks are handed out at that moment."""
+        key = (now, len(self._marked), self._live, sum(self._requested.values()), self.budget, self.cushion)
+        if self._keep_cache is None or self._keep_cache[0] != key:
+            self._keep_cache = (key, frozenset(self._release_plan(now).keep))
+        return machine_id in self._keep_cache[1]
 
     def _acquire(self, name: str, n: int, now: float) -> list[c.Action]:
         n = min(n, self.machines_allowed())
