@@ -24,6 +24,7 @@ import numpy as np
 from bats.master import core as c
 
 from ..actions import Notify, WakeAt
+from ..planning.estimate import z_value
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
 from ..planning.planner import Option, Planner
 from .endgame import EndGame
@@ -272,7 +273,7 @@ class Execution(EndGame):
         actions: list[c.Action] = []
         if not result.ok:
             money = (self.budget + self.cushion - result.spent) if self.budget is not None else math.inf
-            new = self._planner(self.remaining).fastest_within(max(0.0, money)) if money > 0 else None
+            new = self._replan_within(money, now) if money > 0 else None
             if new is not None and new != self.config:
                 reason = f"N_e {result.n_e} > N_p {result.n_p}" + (
                     f" + dN {self._delta_n_allowed}" if self._delta_n_allowed else "")
@@ -284,6 +285,39 @@ class Execution(EndGame):
         actions.extend(self._enforce_budget(now, views))
         actions.append(WakeAt(self._next_check(now)))  # the next check, on time
         return actions
+
+    def _replan_within(self, money: float, now: float) -> dict[str, int] | None:
+        """The configuration a run behind its plan moves to: the fastest that the money left pays
+        with room for the estimate's error. Each cluster's mean is taken at the upper end of its
+        confidence interval (the sampling confidence), and every machine it adds is charged half
+        an ATU and its boot time more (what a new machine loses at its start and at the end of the
+        bag). So a run that is short of money does not spend it all on new machines the estimate
+        only just pays for, and keeps what it has for finishing tasks."""
+        if not math.isfinite(money):
+            return self._planner(self.remaining).fastest_within(money)
+        z = z_value(self.settings.sampling.confidence)
+        upper = {}
+        for name, estimate in self.estimates.items():
+            stats = self._stats(name, now)
+            n = max(1, len(estimate.sample) + stats.n_done)
+            upper[name] = stats.mean_s + z * stats.sd_s / math.sqrt(n)
+        planner = self._planner(self.remaining, upper)
+        limit = money
+        for _ in range(8):
+            config = planner.fastest_within(max(0.0, limit))
+            if config is None:
+                return None
+            extra = 0.0
+            for name, n in config.items():
+                added = max(0, n - len(self.live_machines(name)) - self._requested[name])
+                cl = self.clusters[name]
+                boot = float(cl.options.get("startup", 0.0) or 0.0)
+                extra += added * self.billings[name].price * (0.5 + boot / cl.atu_s)
+            need = planner.estimate(config).cost + extra
+            if need <= money + 1e-9:
+                return config
+            limit -= max(need - money, 1e-6 * max(1.0, money))
+        return None
 
     def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:
         """plan_releases with money reserved up to the next ceiling check (plus the margin)."""
