@@ -56,6 +56,7 @@ class Chooser:
         self.plot_path: str | None = None  # --plot FILE.png: the options drawn there when offered
         self.text_plot = self.out.isatty() if hasattr(self.out, "isatty") else False  # beside the table
         self.chosen_at: float | None = None  # when an option was chosen (the execution starts then)
+        self._plot_thread: threading.Thread | None = None
         self.asking = False  # the options are shown and the operator has not answered yet
         self.asked_at: float | None = None  # when the current question was put
         self.waited_s = 0.0  # time spent waiting for the operator's answers, questions now over
@@ -92,9 +93,16 @@ class Chooser:
         if self.plot_path:
             # drawn beside the loop (matplotlib takes a second to load): workers keep being served
             text += f"\nthe options are drawn in {self.plot_path}"
-            threading.Thread(target=self._write_plot, args=(self.plot_path, offer), name="bats-plot",
-                             daemon=True).start()
+            self._plot_thread = threading.Thread(target=self._write_plot, args=(self.plot_path, offer),
+                                                 name="bats-plot", daemon=True)
+            self._plot_thread.start()
         emit(text, file=self.out)
+
+    def wait_for_plot(self, timeout_s: float = 60.0) -> None:
+        """Let the drawing started at the offer end before the process does (matplotlib's C++ code
+        aborts the interpreter's exit if it is cut off in a thread)."""
+        if self._plot_thread is not None:
+            self._plot_thread.join(timeout_s)
 
     @staticmethod
     def _write_plot(path: str, offer: OfferOptions) -> None:

@@ -438,6 +438,8 @@ def run(args: argparse.Namespace) -> int:
             if auth is not None:
                 auth.stop()
         report = build_report(core, finish, journal, config, session, clock.now(), args.state_dir)
+        if chooser is not None:
+            chooser.wait_for_plot()
         _redraw_plot(args.plot, core)
         if server.plan_s is not None:
             report["timings"] = {"plan_s": server.plan_s}
