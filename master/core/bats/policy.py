@@ -265,7 +265,8 @@ class BatsCore(Execution):
         mean = estimate.stats().mean_s
         if now + (len(machine.held) + 1) * mean <= self._edge(machine, now) - self.settings.release_margin_s:
             return []  # it ends in paid time
-        if self._kept_by_budget(machine.id, now):
+        plan = self._release_plan(now)
+        if machine.id in plan.keep:
             return []
         return self._mark(machine, now, "the budget cannot pay its next ATU")
 
