@@ -38,6 +38,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,18 +159,31 @@ class Master:
 
     def user_data(self, template: UserData, install: str = "") -> str:
         """The machine's user data, as a cloud provisioner renders it."""
-        argv = ["bats-worker", "--master", self.endpoint, "--server-key", self.server_key, "--cluster", "hand",
+        # the key as one word, as the provisioners write it: a Z85 key may begin with "-"
+        argv = ["bats-worker", "--master", self.endpoint, f"--server-key={self.server_key}", "--cluster", "hand",
                 "--machine", "image-1", "--heartbeat", "0.5"]
         return template.render(Bootstrap(self.endpoint, "run1"), MachineHandle("image-1", "hand", self.token),
                                argv, install)
 
-    def finish(self) -> str:
-        try:
-            _out, err = self.proc.communicate(timeout=120)
-        finally:
-            self.proc.kill()
+    def finish(self, worker: subprocess.Popen, worker_log: Path, timeout: float = 240) -> None:
+        """Wait for the master to end, failing early, with the worker's own words, if the worker fails or
+        ends well before it."""
+        deadline = time.monotonic() + timeout
+        worker_done = float("inf")  # when the worker was first seen ended: the master ends right after it
+        while self.proc.poll() is None:
+            if worker.poll() is not None:
+                worker_done = min(worker_done, time.monotonic())
+            if worker.poll() is not None and (worker.returncode != 0 or time.monotonic() > worker_done + 30):
+                self.proc.kill()
+                raise AssertionError(f"the worker ended first (exit {worker.returncode}):\n{worker_log.read_text()}\n"
+                                     f"the master said: {self.proc.communicate()[1]}")
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise AssertionError(f"the master did not end in {timeout:.0f} s: {self.proc.communicate()[1]}\n"
+                                     f"the worker said:\n{worker_log.read_text()}")
+            time.sleep(0.1)
+        _out, err = self.proc.communicate()
         assert self.proc.returncode == 0, err
-        return err
 
 
 def boot(root: Path, user_data: str) -> None:
@@ -208,10 +222,11 @@ def started_units(root: Path) -> list[str]:
     return units
 
 
-def start_unit(root: Path, name: str) -> subprocess.Popen:
+def start_unit(root: Path, name: str, log: Path) -> subprocess.Popen:
     """Start service ``name`` of the root as systemd would: as User:Group, with the StateDirectory made
     and owned by them, in WorkingDirectory (which must exist: systemd fails a unit whose directory is
-    missing, status 200/CHDIR), HOME and PATH set, running ExecStart."""
+    missing, status 200/CHDIR), HOME and PATH set, running ExecStart. Its output goes to ``log`` (the
+    journal's part: a pipe nobody reads could stall it)."""
     unit = configparser.ConfigParser(interpolation=None, strict=False)
     unit.optionxform = str  # keys keep their case
     unit.read_string((root / "etc" / "systemd" / "system" / name).read_text())
@@ -234,7 +249,7 @@ def start_unit(root: Path, name: str) -> subprocess.Popen:
     return subprocess.Popen(["chroot", f"--userspec={uid}:{gid}", str(root), "env", "-i", f"PATH={PATH}",
                              f"HOME={home}", f"USER={user}", f"LOGNAME={user}", "sh", "-c", 'cd "$1" && shift && exec "$@"',
                              "sh", workdir, *shlex.split(service["ExecStart"])],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
 
 
 def run_worker(root: Path, master: Master) -> None:
@@ -242,11 +257,12 @@ def run_worker(root: Path, master: Master) -> None:
     verify = chroot(root, "systemd-analyze", "verify", "/etc/systemd/system/bats-worker.service", check=False)
     assert verify.returncode == 0 and verify.stdout + verify.stderr == "", verify.stdout + verify.stderr
     assert started_units(root) == ["bats-worker.service"]
-    worker = start_unit(root, "bats-worker.service")
+    log = master.state_dir.parent / "worker.log"
+    worker = start_unit(root, "bats-worker.service", log)
     try:
-        master.finish()
-        _out, err = worker.communicate(timeout=60)
-        assert worker.returncode == 0, err  # the master told it to stop
+        master.finish(worker, log)
+        worker.wait(timeout=60)
+        assert worker.returncode == 0, log.read_text()  # the master told it to stop
     finally:
         worker.kill()
 
