@@ -380,7 +380,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         finished = journal.finished_tasks()
-        if args.resume and len(finished) >= len(bag) and not getattr(args, "retry_failed", False):
+        if args.resume and len(finished) >= len(bag):
             sock.close(linger=0)
             if auth is not None:
                 auth.stop()

@@ -42,15 +42,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("bats.progress")
 LOG_EVERY_S = 5.0  # without a budget (no monitoring interval): a log line this often
 SNAPSHOT_EVERY_S = 0.5  # the figures are recomputed at most this often (the tick is 0.2 s)
-def snapshot(server: Server, started_wall: float, already: int, now: float | None = None) -> dict[str, Any]:
+def snapshot(server: Server, started_wall: float, already: int, now: float | None = None,
+             earlier_spent: float = 0.0, earlier_sampling: float = 0.0) -> dict[str, Any]:
     """The run's live figures (see the module docstring); ``already`` tasks were finished by
-    earlier sessions and do not count towards this session's rate."""
+    earlier sessions and do not count towards this session's rate; ``earlier_spent`` is what earlier
+    sessions paid, ``earlier_sampling`` the part of it that was a sample this session plans from."""
     core = server.core
     now = clock.now() if now is None else now
     finished = core.done + core.failed
-    chooser = getattr(server, "chooser", None)
-    asking = bool(getattr(chooser, "asking", False))
-    waited = chooser.waiting_s(now) if chooser is not None and hasattr(chooser, "waiting_s") else 0.0
+    chooser = server.chooser
+    asking = chooser is not None and chooser.asking
+    waited = chooser.waiting_s(now) if chooser is not None else 0.0
     elapsed = max(1e-9, now - started_wall - waited)  # the rate is the machines', not the operator's
     rate = (finished - already) / elapsed
     eta_s = core.remaining / rate if rate > 0 and core.remaining else (0.0 if not core.remaining else None)
@@ -79,8 +81,6 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
                           "booting": sum(1 for r in rows if r["state"] == MachineState.BOOTING.value),
                           "machines": rows}
     spent = sum(core.machine_cost(m, now)[1] for m in core.machines.values())
-    earlier_spent = getattr(server, "earlier_spent", 0.0)
-    earlier_sampling = getattr(server, "earlier_sampling", 0.0)  # an earlier session's sample, planned from
     budget = view.budget
     # chosen after sampling: the sampling was the price of the estimates, paid apart from the budget
     apart = (view.sampling_cost or 0.0) + earlier_sampling if not view.budget_up_front else 0.0
@@ -328,9 +328,8 @@ class Watch:
             self.view.show(snap)  # not while the operator reads the options and types a choice
 
     def _take(self, server: Server) -> dict[str, Any]:
-        server.earlier_spent = self.earlier_spent  # type: ignore[attr-defined]
-        server.earlier_sampling = self.earlier_sampling  # type: ignore[attr-defined]
-        snap = snapshot(server, self.started_wall, self.already)
+        snap = snapshot(server, self.started_wall, self.already, earlier_spent=self.earlier_spent,
+                        earlier_sampling=self.earlier_sampling)
         with self._lock:
             self.latest = snap
         return snap

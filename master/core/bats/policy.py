@@ -394,25 +394,21 @@ class BatsCore(Execution):
         if self.settings.planner == "ga":  # seed 003's approximation, seeded from the core's RNG
             front = ga_front(planner.clusters, planner.n_tasks, self.rng.getrandbits(64),
                              max_machines=self.max_machines)
-        return [self._with_estimate_cushion(o) for o in planner.options(self.settings.max_raise, front=front)]
+        options = planner.options(self.settings.max_raise, front=front)
+        upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
+        return [_with_estimate_cushion(o, upper) for o in options]
 
-    def _with_estimate_cushion(self, option: Option) -> Option:
-        """The option with a cushion that also pays for the estimate's own error: its configuration
-        costed with every cluster's mean at the upper end of its confidence interval (the sample's
-        confidence, mean + z sd / sqrt(n)). A run whose tasks take a little longer than the sample
-        said then still finishes when the operator accepts the cushion, instead of ending with
-        tasks left and the money gone; the operator sees it as part of the cushion and may refuse."""
+    def _upper_planner(self, n_tasks: int) -> Planner:
+        """The planner with every cluster's mean at the upper end of its confidence interval (the
+        sample's confidence, mean + z sd / sqrt(n)): what the options cost if the tasks take a
+        little longer than the sample said."""
         z = z_value(self.settings.sampling.confidence)
         upper = {}
         for name, estimate in self.estimates.items():
             stats = self._stats(name, self._now)
             n = max(1, len(estimate.sample) + stats.n_done)
             upper[name] = max(MIN_MEAN_S, stats.mean_s + z * stats.sd_s / math.sqrt(n))
-        need = self._planner(self.tasks_at_plan or self.remaining, upper).estimate(option.machines).cost
-        extra = need - (option.budget + option.cushion)
-        if extra <= 1e-9:
-            return option
-        return dataclasses.replace(option, cushion=option.cushion + extra)
+        return self._planner(n_tasks, upper)
 
     def _cheapest_option(self, planner: Planner) -> Option:
         """One machine of the cluster that runs the tasks left for the least money (B_min1's)."""
@@ -682,3 +678,15 @@ class BatsCore(Execution):
         if self.remaining:
             figures["tasks"]["not_run_ids"] = self.not_run()
         return figures
+
+
+def _with_estimate_cushion(option: Option, upper: Planner) -> Option:
+    """The option with a cushion that also pays for the estimate's own error: its configuration
+    costed by ``upper`` (:meth:`BatsCore._upper_planner`). A run whose tasks take a little longer
+    than the sample said then still finishes when the operator accepts the cushion, instead of
+    ending with tasks left and the money gone; the operator sees it as part of the cushion and
+    may refuse it."""
+    extra = upper.estimate(option.machines).cost - (option.budget + option.cushion)
+    if extra <= 1e-9:
+        return option
+    return dataclasses.replace(option, cushion=option.cushion + extra)
