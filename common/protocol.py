@@ -24,6 +24,9 @@ Master -> worker
   heartbeat  -
   unknown    -                                                 "say hello first" (e.g. master restarted)
   stop       reason                                            finish and exit
+  cancel     task, attempt                                     stop this attempt (another copy of the
+                                                               task ended first) or drop it from the
+                                                               queue, send no result, ask for a task
 
 A frame may also carry several messages packed back to back (a msgpack stream), when a peer has
 several ready for the other side at once: one ZeroMQ message then moves a burst of short tasks or
@@ -84,6 +87,7 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "wait": {},
     "unknown": {},
     "stop": {"reason": _STR},
+    "cancel": {"task": _INT, "attempt": _INT},
 }
 # numeric fields whose values must also be sane: (field, lowest, highest); NaN never passes
 _ID_MAX = 2**62  # task ids and attempts must fit SQLite's 64-bit integers with room to spare
@@ -93,6 +97,7 @@ RANGES: dict[str, tuple[tuple[str, float, float], ...]] = {
                ("runtime_s", 0.0, 1e9)),
     "hello": (("cpus", 0, 1 << 20),),
     "task": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX), ("timeout_s", 0.0, 1e9)),
+    "cancel": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX)),
     "welcome": (("heartbeat_s", 0.0, 1e6), ("liveness_s", 0.0, 1e6), ("prefetch", 0, 15)),
 }
 # text fields that end up in log lines, the journal and the summary: one short line each, so a peer
@@ -106,7 +111,7 @@ LINE_FIELDS: dict[str, tuple[str, ...]] = {
 MAX_LINE_CHARS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 WORKER_TYPES = frozenset({"hello", "ask", "result", "heartbeat", "bye", "interruption"})
-MASTER_TYPES = frozenset({"welcome", "task", "wait", "heartbeat", "unknown", "stop"})
+MASTER_TYPES = frozenset({"welcome", "task", "wait", "heartbeat", "unknown", "stop", "cancel"})
 
 # the schema as (field, set of exact types) pairs: one set lookup a field on the hot path
 _EXACT_TYPES = {kind: tuple((field, frozenset(types)) for field, types in fields.items())

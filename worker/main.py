@@ -13,6 +13,8 @@ next task. ``unknown`` (the master restarted) or ``liveness_s`` without a word f
 makes the worker say hello again (on a fresh socket after a liveness timeout), keep running what
 it holds, send results held meanwhile after the new ``welcome`` and ask for the free slots.
 ``stop`` and SIGTERM/SIGINT kill the running task's process group, send ``bye`` and exit 0.
+``cancel`` (another copy of the task ended first on another machine) kills that attempt's process
+group, or drops it from the queue, sends no result and asks for a task in its place.
 ``--noop`` answers each task at once without running it (master benchmarks).
 ``--spot-notice URL`` starts a :class:`~bats.worker.spot.SpotWatcher` on the instance metadata;
 its notice wakes the loop through a pipe and the worker sends ``interruption`` (once welcomed), so
@@ -282,6 +284,8 @@ class Worker:
         elif kind == "stop":
             log.warning("stopped by the master: %s", msg["reason"])
             self._exit_reason = "stopped"
+        elif kind == "cancel":
+            self._on_cancel(msg["task"], msg["attempt"], now)
         # "wait": the master will push a task later; "heartbeat": only proves the master lives
 
     def _on_welcome(self, msg: dict[str, Any], now: float) -> None:
@@ -320,6 +324,26 @@ class Worker:
             if self._held() >= self.slots:
                 log.warning("task %d arrived with %d tasks held; queueing it anyway", run.task, self._held())
             self._queue.append(run)
+
+    def _on_cancel(self, task: int, attempt: int, now: float) -> None:
+        """Stop one attempt (running or queued) without a result and ask for a task in its place; an
+        attempt that already ended (its result is on the way) is not here and nothing happens."""
+        run = self._running
+        if run is not None and (run.task, run.attempt) == (task, attempt):
+            log.info("task %d: stopped by the master (another copy ended first)", task)
+            run.abort()
+            self._running = None
+            if self.opts.reap_detached:
+                reaper.kill_leftovers(keep=set())  # no other task runs: what is left was the attempt's
+            if self._queue:
+                self._start(self._queue.popleft(), now)
+        else:
+            kept = collections.deque(r for r in self._queue if (r.task, r.attempt) != (task, attempt))
+            if len(kept) == len(self._queue):
+                return
+            self._queue = kept
+        if self._welcomed:
+            self._send(encode("ask", n=1), now)
 
     def _send_notice(self, now: float) -> None:
         """Tell the master about a spot interruption notice (once, when welcomed)."""

@@ -17,6 +17,7 @@ from .actions import (
                       Acquire,
                       Action,
                       AskOffers,
+                      Cancel,
                       Dispatch,
                       Finish,
                       IgnoreResult,
@@ -59,7 +60,7 @@ from .events import (
 
 __all__ = [
     "DEFAULT_MAX_HELD", "DONE", "FAILED", "GIVE_UP_AFTER", "LONG_TASK_S", "PENDING", "RUNNING", "SHORT_TASK_S",
-    "Acquire", "AcquireFailed", "Action", "AskOffers", "Core", "Dispatch", "Event", "Finish", "IgnoreResult",
+    "Acquire", "AcquireFailed", "Action", "AskOffers", "Cancel", "Core", "Dispatch", "Event", "Finish", "IgnoreResult",
     "Machine", "MachineAcquired", "MachineCameLate", "MachineLost", "MachineState", "MachineUp", "Notify",
     "OfferOptions", "OffersMade", "PriceChanged", "RecordResult", "Release", "RunStarted", "ScheduleChosen",
     "StopRequested", "TaskFinished", "Tick", "WakeAt", "WorkerAsked", "atus_begun", "charged",

@@ -33,6 +33,18 @@ class Dispatch:
 
 
 @dataclass(frozen=True, slots=True)
+class Cancel:
+    """Stop running (or drop from the queue) this attempt on this machine: another copy of the task
+    ended first. The machine then asks for work again; a result of the attempt that still comes
+    is ignored."""
+
+    machine: str
+    task: int
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RecordResult:
     """A task's final outcome, to be journaled once."""
 
@@ -97,4 +109,4 @@ class AskOffers:
     deadline_s: float  # from now
 
 
-Action = Union[Acquire, Release, Dispatch, RecordResult, IgnoreResult, Finish, OfferOptions, WakeAt, Notify, AskOffers]
+Action = Union[Acquire, Release, Dispatch, Cancel, RecordResult, IgnoreResult, Finish, OfferOptions, WakeAt, Notify, AskOffers]

@@ -451,6 +451,15 @@ class Server(Fleet, Driver):
         self._send(peer.identity, encode("task", task=action.task, attempt=action.attempt,
                                          command=self.bag.command(action.task), timeout_s=self.task_timeout_s))
 
+    @carries_out(c.Cancel)
+    def _do_cancel(self, action: c.Cancel) -> None:
+        """Another copy of the task ended first: the worker stops this attempt and asks again."""
+        peer = self.peer_of.get(action.machine)
+        log.info("stopping task %d (attempt %d) on %s: %s", action.task, action.attempt, action.machine,
+                 action.reason)
+        if peer is not None:  # a worker gone meanwhile has nothing to stop; its late result is ignored
+            self._send(peer.identity, encode("cancel", task=action.task, attempt=action.attempt))
+
     @carries_out(c.RecordResult)
     def _do_record(self, action: c.RecordResult) -> None:
         self.journal.record_result(

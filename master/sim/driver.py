@@ -18,6 +18,9 @@ lives in the core alone.
   ``TaskFinished`` (exit 0, ``ask=True``) is scheduled when it starts, which is at once on an idle
   machine, or when the machine finishes the task before it (a prefetched task starts the moment the
   previous one ends, before the master's reply to that result arrives, as in a real worker).
+- ``Cancel(machine, task, attempt)``: the attempt stops (its result never comes) or leaves the
+  machine's queue; the machine starts its next queued task, if any, and asks for one more task
+  (``WorkerAsked(n=1)``), as a worker does.
 - ``Release(machine)``: the machine vanishes; its entries still in the heap are skipped when they
   come up (a task it was running was already put back by the core).
 - ``Finish``: the run ends at the current virtual time.
@@ -127,7 +130,7 @@ def cluster_startup(cluster: ClusterConfig) -> float:
 class SimMachine:
     """A simulated machine: the tasks it holds and whether it is running one."""
 
-    __slots__ = ("cluster", "gone", "id", "queue", "running", "speed")
+    __slots__ = ("cluster", "current", "gone", "id", "queue", "running", "speed")
 
     def __init__(self, machine_id: str, cluster: str, speed: float) -> None:
         self.id = machine_id
@@ -135,6 +138,7 @@ class SimMachine:
         self.speed = speed
         self.running = False
         self.queue: deque[tuple[int, int]] = deque()  # (task, attempt) waiting behind the running one
+        self.current: tuple[int, int] | None = None  # (task, attempt) running
         self.gone = False
 
 
@@ -226,13 +230,14 @@ class Simulator(Driver):
             if kind == _TASK_DONE:
                 self._real -= 1
                 _t, _s, _k, machine, task, attempt, runtime = entry
-                if machine.gone:
+                if machine.gone or machine.current != (task, attempt):  # released, or the attempt was stopped
                     continue
                 queue = machine.queue
                 if queue:  # the prefetched task starts now, before the master answers this result
                     self._start(machine, *queue.popleft())
                 else:
                     machine.running = False
+                    machine.current = None
                 code = 1 if fail_rate and fail_random() < fail_rate else 0
                 events += 1
                 sampling = self.core.phase == b.SAMPLING
@@ -303,6 +308,7 @@ class Simulator(Driver):
         heapq.heappush(self._heap, (self.now + runtime, next(self._seq), _TASK_DONE, machine, task, attempt, runtime))
         self._real += 1
         machine.running = True
+        machine.current = (task, attempt)
 
     # ------------------------------------------------------------ actions
     @carries_out(c.Dispatch)
@@ -312,6 +318,24 @@ class Simulator(Driver):
             machine.queue.append((action.task, action.attempt))
         else:
             self._start(machine, action.task, action.attempt)
+
+    @carries_out(c.Cancel)
+    def _do_cancel(self, action: c.Cancel) -> None:
+        machine = self.machines.get(action.machine)
+        if machine is None or machine.gone:
+            return
+        key = (action.task, action.attempt)
+        if machine.current == key:  # its heap entry is skipped when it comes up
+            if machine.queue:
+                self._start(machine, *machine.queue.popleft())
+            else:
+                machine.running = False
+                machine.current = None
+        elif key in machine.queue:
+            machine.queue.remove(key)
+        else:
+            return
+        self._feed(c.WorkerAsked(self.now, machine.id, 1))
 
     @carries_out(c.RecordResult)
     def _do_record(self, action: c.RecordResult) -> None:

@@ -145,6 +145,7 @@ def summary(report: dict[str, Any], report_path: str) -> str:
     for name, (count, nt) in per_cluster.items():
         lines.append(f"  {name:<9} {count} machine(s), {nt} task run(s)")
     lines.extend(_predicted_lines(report))
+    lines.extend(_endgame_lines(report))
     lines.extend(_cluster_table(report))
     lines.extend(_machine_table(report))
     for label, ids in (("failed", tasks.get("failed_ids")), ("not run", tasks.get("not_run_ids"))):
@@ -169,6 +170,20 @@ def _predicted_lines(report: dict[str, Any]) -> list[str]:
     return ["  predicted against actual (execution phase):",
             f"            makespan {format_duration(ms['predicted'])} -> {actual_ms}, "
             f"cost {cost['predicted']:.4f} -> {cost['actual']:.4f}"]
+
+
+def _endgame_lines(report: dict[str, Any]) -> list[str]:
+    """The end of the bag: copies on idle paid machines, and tasks cut off by a release."""
+    lines = []
+    endgame = report.get("endgame") or {}
+    if endgame.get("copies_started"):
+        lines.append(f"  end-game  {endgame['copies_started']} copy(ies) started, {endgame['copies_won']} won, "
+                     f"{format_duration(endgame['copy_paid_s'])} of paid machine time used")
+    killed = report.get("killed") or {}
+    if killed.get("tasks"):
+        lines.append(f"  killed    {killed['tasks']} running task(s) cut off by a release, "
+                     f"{format_duration(killed['paid_s'])} of paid work thrown away")
+    return lines
 
 
 def _table(headers: list[str], rows: list[list[str]], indent: str = "    ") -> list[str]:

@@ -222,6 +222,32 @@ def test_a_long_deadline_whose_program_runs_out_of_solver_time_is_planned_not_re
     assert report["deadline"]["met"] is True and report["makespan_s"] <= 114 * 3600.0
 
 
+def test_a_deadline_the_solver_cannot_decide_in_its_time_limit_is_not_called_impossible(monkeypatch):
+    """Every program up to the deadline's horizon stops at the time limit with no point: the
+    deadline is not proven infeasible, so the run does not say it "cannot be met"."""
+    from bats.master.core.deadline import ilp
+    from bats.master.sim.driver import simulate
+    from bats.master.sim.runtimes import parse_runtimes
+
+    deadline = 10 * 3600.0
+    probe = [ilp.DeadlineCluster(name, 480.0, 1.0, 600.0, 8) for name in ("slow", "fast")]
+    limit = ilp._build(probe, deadline, ilp.DEFAULT_INTERVAL_S, None, 1.0).n_vars
+    real = ilp.milp
+
+    def times_out_up_to_the_deadline(c, *args, **kwargs):
+        res = real(c, *args, **kwargs)
+        if len(c) <= limit:
+            res.status, res.x = 1, None
+        return res
+
+    monkeypatch.setattr(ilp, "milp", times_out_up_to_the_deadline)
+    sim = simulate(two_clouds(), 200, parse_runtimes("normal:8m,1m"), 1,
+                   choice=Choice(policy="deadline", deadline=deadline))
+    report = sim.report()
+    assert report["status"] == "incomplete"
+    assert "could not prove there is none" in report["reason"] and "cannot be met" not in report["reason"]
+
+
 def two_clouds() -> Config:
     """The issue's example: ATU 10 min, slow ($1, speed 1) and fast ($3, speed 4), 8 machines each."""
     return Config(MasterConfig(), {

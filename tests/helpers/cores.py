@@ -64,6 +64,13 @@ class Driver(BaseDriver):
         start = queue[-1][0] if queue else self.now
         queue.append((start + self.runtimes[self.core.machines[a.machine].cluster], a.task, a.attempt))
 
+    @carries_out(c.Cancel)
+    def _cancel(self, a: c.Cancel) -> None:
+        """The attempt stops (no result comes); the machine asks for another task, as a worker does."""
+        queue = self.running.get(a.machine, [])
+        self.running[a.machine] = [e for e in queue if (e[1], e[2]) != (a.task, a.attempt)]
+        self.feed(c.WorkerAsked(self.now, a.machine, 1))
+
     @carries_out(c.Release)
     def _release(self, a: c.Release) -> None:
         self.running.pop(a.machine, None)

@@ -333,3 +333,23 @@ def test_bimodal_runtimes_mix_short_and_long_tasks_in_the_given_share():
     for bad in ("bimodal:2m,40m", "bimodal:2m,40m,1.5", "bimodal:0,40m,0.1", "bimodal:2m,40m,x"):
         with pytest.raises(RuntimeSpecError, match="bimodal"):
             parse_runtimes(bad)
+
+
+def test_the_end_game_copies_a_slow_machines_tasks_and_counts_each_task_once():
+    """16 slow and 16 four-times-faster machines: at the end of the bag idle fast machines copy
+    tasks the slow ones hold; the copies that win are counted, every task is recorded once, and the
+    execution spends no more than its budget and cushion."""
+    from bats.master.core.bats.policy import Choice
+
+    cfg = Config(MasterConfig(), {
+        "slow": ClusterConfig("slow", "local", max=16, price=1.0, atu_s=600.0, speed=1.0),
+        "fast": ClusterConfig("fast", "local", max=16, price=3.0, atu_s=600.0, speed=4.0)})
+    sim = simulate(cfg, 400, parse_runtimes("normal:8m,1m"), 1, choice=Choice(policy="bats", schedule="fastest",
+                                                                             cushion=True))
+    report = sim.report()
+    assert report["status"] == "done"
+    endgame = report["endgame"]
+    assert endgame["copies_won"] >= 1 and endgame["copies_started"] >= endgame["copies_won"]
+    assert endgame["copy_paid_s"] > 0
+    assert sim.recorded == 400 and sim.duplicates == 0
+    assert report["cost"]["execution"] <= report["budget"] + report["cushion"] + 1e-9

@@ -357,6 +357,24 @@ def test_stop_kills_the_task_and_exits_zero(master: FakeMaster, spawn: Any) -> N
     wait_for(lambda: pid_gone(child.pid), 3, "the task's child to be gone")
 
 
+def test_cancel_kills_the_running_attempt_sends_no_result_and_starts_the_queued_one(master: FakeMaster,
+                                                                                   spawn: Any) -> None:
+    proc = spawn(master.endpoint)
+    master.handshake()
+    master.task(1, "sleep 30")
+    master.task(2, "echo second")
+    wait_for(lambda: psutil.Process(proc.pid).children(), 5, "the task's process to start")
+    child = psutil.Process(proc.pid).children()[0]
+    master.send("cancel", task=1, attempt=0)
+    assert master.expect("ask")["n"] == 1  # the stopped attempt's slot, and no result for it
+    second = master.expect("result")
+    assert (second["task"], second["stdout"]) == (2, b"second\n")
+    wait_for(lambda: pid_gone(child.pid), 3, "the cancelled task's process to be gone")
+    master.send("cancel", task=7, attempt=1)  # nothing of that name: nothing happens
+    master.task(3, "true")
+    assert master.expect("result")["task"] == 3
+
+
 def test_sigterm_sends_bye_and_exits_zero(master: FakeMaster, spawn: Any) -> None:
     proc = spawn(master.endpoint)
     master.handshake()

@@ -8,7 +8,8 @@ sampling machines; the monitoring check (§3.1) compares N_e with N_p and re-pla
 ceiling (:func:`~..planning.monitor.plan_releases`) decides at every machine's edge, less the
 release margin, whether the money left renews it, and marks for release what it cannot; a task
 that would carry a machine past an edge the budget will not renew is not handed out. The rules
-and the figures behind them are in the policy module's docstring.
+and the figures behind them are in the policy module's docstring; the end of the bag (hand-out by
+expected finish, copies on idle paid machines) is the :mod:`.endgame` layer under this one.
 """
 
 from __future__ import annotations
@@ -23,14 +24,16 @@ import numpy as np
 from bats.master import core as c
 
 from ..actions import Notify, WakeAt
+from ..planning.estimate import z_value
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
 from ..planning.planner import Option, Planner
+from .endgame import EndGame
 from .settings import EXECUTING, BatsSettings
 
 REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan this often
 
 
-class Execution(c.Core):
+class Execution(EndGame):
     """Phase 3 of :class:`~.policy.BatsCore`; see the module docstring. The policy sets up the
     state below in its constructor and fills in the methods declared here."""
 
@@ -48,12 +51,14 @@ class Execution(c.Core):
     _release_edge: dict[str, float]  # marked machine -> the edge of its paid time
     selected: Option | None
     budget: float | None
+    _keep_cache: tuple[tuple, frozenset[str]] | None = None  # see _kept_by_budget
     sampling_cost: float | None
     execution_started_at: float | None
 
     if TYPE_CHECKING:  # the policy's side, which the execution uses
         def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner: ...
         def _sampling_not_budgeted(self) -> float: ...
+        def _stats(self, cluster: str, now: float) -> Any: ...
 
     def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
                          keep_budget: bool) -> list[c.Action]:
@@ -120,8 +125,9 @@ class Execution(c.Core):
             live = self.live_machines(name)
             kept = [m for m in live if m.release_at is None]
             have = len(kept) + self._requested[name]
-            if have < want:
-                for m in sorted((m for m in live if m.release_at is not None), key=lambda m: -(m.release_at or 0)):
+            if have < want:  # keep first the marked machines whose running task would be cut off
+                marked = (m for m in live if m.release_at is not None)
+                for m in sorted(marked, key=lambda m: (not self._crosses_edge(m, now), -(m.release_at or 0))):
                     if have >= want:
                         break
                     self._unmark(m)
@@ -129,10 +135,28 @@ class Execution(c.Core):
                     have += 1
                 actions.extend(self._acquire(name, want - have, now))
             elif have > want:
-                surplus = sorted(kept, key=lambda m: self._edge(m, now))[:have - want]
+                # let go first the machines whose running task ends in their paid time (or idle ones)
+                surplus = sorted(kept, key=lambda m: (self._crosses_edge(m, now), self._edge(m, now)))[:have - want]
                 for m in surplus:
                     actions.extend(self._mark(m, now, "the plan needs fewer machines of its cluster"))
         return actions
+
+    def _crosses_edge(self, m: c.Machine, now: float) -> bool:
+        """Whether ``m``'s running task is expected (the sample's tail rule) to run past the moment
+        a release at its edge would come: releasing it then would throw that task's work away."""
+        if not m.held or m.running_since is None:
+            return False
+        elapsed = max(0.0, now - m.running_since)
+        ends = m.running_since + max(elapsed, float(self._tau_e()(m.cluster, elapsed)))
+        return ends > self._edge(m, now) - self.settings.release_margin_s
+
+    def _kept_by_budget(self, machine_id: str, now: float) -> bool:
+        """Whether the release plan keeps ``machine_id`` (its next ATU reserved); one plan per
+        moment and set of machines, however many tasks are handed out at that moment."""
+        key = (now, len(self._marked), self._live, sum(self._requested.values()), self.budget, self.cushion)
+        if self._keep_cache is None or self._keep_cache[0] != key:
+            self._keep_cache = (key, frozenset(self._release_plan(now).keep))
+        return machine_id in self._keep_cache[1]
 
     def _acquire(self, name: str, n: int, now: float) -> list[c.Action]:
         n = min(n, self.machines_allowed())
@@ -250,7 +274,7 @@ class Execution(c.Core):
         actions: list[c.Action] = []
         if not result.ok:
             money = (self.budget + self.cushion - result.spent) if self.budget is not None else math.inf
-            new = self._planner(self.remaining).fastest_within(max(0.0, money)) if money > 0 else None
+            new = self._replan_within(money, now) if money > 0 else None
             if new is not None and new != self.config:
                 reason = f"N_e {result.n_e} > N_p {result.n_p}" + (
                     f" + dN {self._delta_n_allowed}" if self._delta_n_allowed else "")
@@ -262,6 +286,39 @@ class Execution(c.Core):
         actions.extend(self._enforce_budget(now, views))
         actions.append(WakeAt(self._next_check(now)))  # the next check, on time
         return actions
+
+    def _replan_within(self, money: float, now: float) -> dict[str, int] | None:
+        """The configuration a run behind its plan moves to: the fastest that the money left pays
+        with room for the estimate's error. Each cluster's mean is taken at the upper end of its
+        confidence interval (the sampling confidence), and every machine it adds is charged half
+        an ATU and its boot time more (what a new machine loses at its start and at the end of the
+        bag). So a run that is short of money does not spend it all on new machines the estimate
+        only just pays for, and keeps what it has for finishing tasks."""
+        if not math.isfinite(money):
+            return self._planner(self.remaining).fastest_within(money)
+        z = z_value(self.settings.sampling.confidence)
+        upper = {}
+        for name, estimate in self.estimates.items():
+            stats = self._stats(name, now)
+            n = max(1, len(estimate.sample) + stats.n_done)
+            upper[name] = stats.mean_s + z * stats.sd_s / math.sqrt(n)
+        planner = self._planner(self.remaining, upper)
+        limit = money
+        for _ in range(8):
+            config = planner.fastest_within(max(0.0, limit))
+            if config is None:
+                return None
+            extra = 0.0
+            for name, n in config.items():
+                added = max(0, n - len(self.live_machines(name)) - self._requested[name])
+                cl = self.clusters[name]
+                boot = float(cl.options.get("startup", 0.0) or 0.0)
+                extra += added * self.billings[name].price * (0.5 + boot / cl.atu_s)
+            need = planner.estimate(config).cost + extra
+            if need <= money + 1e-9:
+                return config
+            limit -= max(need - money, 1e-6 * max(1.0, money))
+        return None
 
     def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:
         """plan_releases with money reserved up to the next ceiling check (plus the margin)."""

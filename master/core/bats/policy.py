@@ -265,8 +265,7 @@ class BatsCore(Execution):
         mean = estimate.stats().mean_s
         if now + (len(machine.held) + 1) * mean <= self._edge(machine, now) - self.settings.release_margin_s:
             return []  # it ends in paid time
-        plan = self._release_plan(now)
-        if machine.id in plan.keep:
+        if self._kept_by_budget(machine.id, now):
             return []
         return self._mark(machine, now, "the budget cannot pay its next ATU")
 

@@ -306,9 +306,13 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
     return model
 
 
+def _run(model: _Model, objective: np.ndarray, extra: list[LinearConstraint]):
+    return milp(objective, integrality=model.integral, bounds=Bounds(np.zeros(model.n_vars), model.upper),
+                constraints=model.constraints() + extra, options=MIP_OPTIONS)
+
+
 def _solve(model: _Model, objective: np.ndarray, extra: list[LinearConstraint]):
-    res = milp(objective, integrality=model.integral, bounds=Bounds(np.zeros(model.n_vars), model.upper),
-               constraints=model.constraints() + extra, options=MIP_OPTIONS)
+    res = _run(model, objective, extra)
     # scipy's statuses: 0 optimal, 1 stopped at the time (or node) limit, 2 infeasible, 3 unbounded.
     # A limit reached with a feasible point found is a plan (within the gap, not proven optimal):
     # only a proof (2) or no point at all means none is known.
@@ -378,6 +382,16 @@ def feasible(clusters: Sequence[DeadlineCluster], n_tasks: int, horizon_s: float
     model = _build(clusters, horizon_s, interval_s, max_machines, tail_tasks)
     need = LinearConstraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
     return _solve(model, np.zeros(model.n_vars), [need]) is not None
+
+
+def proven_infeasible(clusters: Sequence[DeadlineCluster], n_tasks: int, horizon_s: float, *,
+                      interval_s: float = DEFAULT_INTERVAL_S, max_machines: int | None = None,
+                      tail_tasks: float = 1.0) -> bool:
+    """Whether the solver proves that no plan does ``n_tasks`` within ``horizon_s``; False when it
+    finds one, and when it stops at its time limit with none (not a proof)."""
+    model = _build(clusters, horizon_s, interval_s, max_machines, tail_tasks)
+    need = LinearConstraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
+    return bool(_run(model, np.zeros(model.n_vars), [need]).status == 2)
 
 
 def earliest_deadline(clusters: Sequence[DeadlineCluster], n_tasks: int, *, interval_s: float = DEFAULT_INTERVAL_S,

@@ -62,6 +62,7 @@ from .ilp import (
     DeadlinePlan,
     cheapest_plan,
     earliest_deadline,
+    proven_infeasible,
 )
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class DeadlineCore(BatsCore):
         self.plan_start = 0.0
         self.plans: list[dict[str, Any]] = []  # every plan adopted: {at_s, reason, met, plan}
         self.earliest_s: float | None = None  # the earliest feasible deadline, when it was needed
+        self.proven = True  # the deadline was proven infeasible (not a solver time limit) when not met
         self._replan_wait_s = settings.monitor_interval_s  # after falling behind: see the docstring, 3.
         self._replan_at = -math.inf  # no re-plan for falling behind before this time
 
@@ -158,6 +160,7 @@ class DeadlineCore(BatsCore):
             if plan is not None:
                 return plan, True
         self.earliest_s = self._elapsed(now) + earliest
+        self.proven = left <= 1.0 or proven_infeasible(clusters, n, left, **kw)
         return cheapest_plan(clusters, n, earliest, **kw), False
 
     # ------------------------------------------------------------ after sampling
@@ -167,6 +170,13 @@ class DeadlineCore(BatsCore):
         deadline = format_duration(self.deadline.deadline_s)
         if plan is None:
             return self._give_up(now, f"deadline {deadline}: no machines can run the remaining tasks")
+        if not met and not self.proven:
+            assert self.earliest_s is not None
+            return self._give_up(now, (
+                f"deadline {deadline}: the solver found no plan for it within its time limit and could not "
+                f"prove there is none; the earliest finish it found is about "
+                f"{format_duration(rounded_up(self.earliest_s))} ({self.remaining} tasks left after sampling; "
+                f"--deadline {int(rounded_up(self.earliest_s))}s or more is planned)"))
         if not met:
             assert self.earliest_s is not None
             return self._give_up(now, (

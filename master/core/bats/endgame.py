@@ -1,0 +1,220 @@
+"""The end of the bag: the last tasks go where they end first, and idle paid machines race slow ones.
+
+How this works. Seed 000 "BaTS" §6 names an end-game as future work: a plan's makespan is
+missed mostly at the end, when the bag has run dry and the last tasks, some on slow machines,
+take a whole task length while faster machines that are already paid for sit idle (MapReduce's
+speculative execution and Work Queue's fast abort answer the same problem). :class:`EndGame` is
+the layer of :class:`~.policy.BatsCore` under :class:`~.execution.Execution` that does two things
+in the execution phase, both from the runtime estimates the plan uses:
+
+1. *Hand-out by expected finish.* When no more tasks are waiting than there are machines, a
+   machine that asks gets one only if it is among the machines expected to finish a task first:
+   each machine's expected finish is when it is free (now if idle, else the expected end of its
+   running task by the sample's tail rule, :class:`~..planning.monitor.TailEstimates`) plus its
+   cluster's mean runtime. A fast machine about to be free beats a slow idle one; the slow one
+   waits (every tick asks again, with the estimates aged).
+2. *Copies.* A machine with nothing to run may start a copy of a task another machine is running
+   when the copy is expected to end first: the running task is expected to take tau_e(elapsed) on
+   its machine (it is known to be at least that long) and the same task takes that times the
+   ratio of the clusters' means here. Only one copy per task, of the running task whose expected
+   gain is largest; only when the copy is expected to end within the machine's paid time (its
+   edge less the release margin), or, for a machine the plan keeps, within the plan's time for
+   its cluster and with its next ATU reserved by the budget. No ATU is begun for a copy otherwise.
+   The first result that succeeds counts (the task is recorded once); the other attempt is
+   stopped (:class:`~..actions.Cancel`) and its machine asks for work again. A copy that fails
+   while the other still runs is dropped, not counted as the task's failure; a machine released or
+   lost with a copy leaves the task to the other attempt.
+
+Counted for the report (``endgame``): copies started, copies that won, the seconds machines spent
+on copies (time already paid: a copy begins no ATU the plan does not pay), and tasks withheld from a
+machine because another was expected to finish them first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from bats.master import core as c
+
+from ..actions import Cancel
+from .settings import EXECUTING
+
+if TYPE_CHECKING:
+    from ..planning.estimate import RuntimeEstimate
+    from .settings import BatsSettings
+
+
+class EndGame(c.Core):
+    """See the module docstring. The BaTS policy above it provides the estimates and the money."""
+
+    settings: BatsSettings
+    estimates: dict[str, RuntimeEstimate]
+    budget: float | None
+    _plan_end: dict[str, float]
+
+    if TYPE_CHECKING:
+        def _tau_e(self) -> Any: ...
+        def _edge(self, m: c.Machine, now: float) -> float: ...
+        def _kept_by_budget(self, machine_id: str, now: float) -> bool: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._copies: dict[int, dict[str, tuple[int, float]]] = {}  # task -> machine -> (attempt, started)
+        self._copy_of: dict[str, int] = {}  # machine -> the copied task it runs
+        self.copies_started = 0
+        self.copies_won = 0  # the copy's result came first
+        self.copy_s = 0.0  # seconds machines ran copies (both sides of a race count once: the copy's)
+        self.withheld = 0  # a task kept for a machine expected to finish it first
+
+    # ------------------------------------------------------------ hand-out
+    def _next_task(self, machine: c.Machine) -> int | None:
+        if self.phase != EXECUTING or not self.estimates:
+            return super()._next_task(machine)
+        waiting = len(self._pending) + len(self._retry)
+        if waiting and waiting < self._live and not self._among_first(machine, waiting):
+            self.withheld += 1
+            return None
+        task = super()._next_task(machine)
+        if task is None and not machine.held:
+            task = self._copy_for(machine)
+        return task
+
+    def _mean_of(self, cluster: str) -> float:
+        estimate = self.estimates.get(cluster)
+        return estimate.stats().mean_s if estimate is not None else math.inf
+
+    def _free_at(self, m: c.Machine, now: float) -> float:
+        """When ``m`` is expected to have nothing to run (now if idle)."""
+        if not m.held:
+            return now
+        if len(m.held) > 1 or m.running_since is None:
+            return math.inf  # a queued task too: not a candidate for the last ones
+        elapsed = max(0.0, now - m.running_since)
+        return m.running_since + max(elapsed, float(self._tau_e()(m.cluster, elapsed)))
+
+    def _among_first(self, machine: c.Machine, waiting: int) -> bool:
+        """Whether ``machine`` is among the ``waiting`` machines expected to finish a task first."""
+        now = self._now
+        mine = now + self._mean_of(machine.cluster)
+        better = 0
+        for m in self.machines.values():
+            if m is machine or m.state is not c.MachineState.UP or m.release_at is not None:
+                continue
+            if self._free_at(m, now) + self._mean_of(m.cluster) < mine - 1e-9:
+                better += 1
+                if better >= waiting:
+                    return False
+        return True
+
+    # ------------------------------------------------------------ copies
+    def _copy_for(self, machine: c.Machine) -> int | None:
+        """The running task whose copy here is expected to end first by the most, if any may start."""
+        now = self._now
+        mean_here = self._mean_of(machine.cluster)
+        if not math.isfinite(mean_here) or machine.state is not c.MachineState.UP or machine.id in self._copy_of:
+            return None
+        tau_e = self._tau_e()
+        best: tuple[float, int, float] | None = None  # (gain, task, copy end)
+        for m in self.machines.values():
+            if m is machine or m.state is not c.MachineState.UP or not m.held or m.running_since is None:
+                continue
+            task = m.held[0][0]
+            if task in self._copies or self._status[task] != c.RUNNING:
+                continue
+            elapsed = max(0.0, now - m.running_since)
+            total = max(elapsed, float(tau_e(m.cluster, elapsed)))
+            there = self._mean_of(m.cluster)
+            if not (math.isfinite(there) and there > 0):
+                continue
+            ends_there = m.running_since + total
+            ends_here = now + total * mean_here / there
+            gain = ends_there - ends_here
+            if gain > 1e-9 and (best is None or gain > best[0]):
+                best = (gain, task, ends_here)
+        if best is None or not self._copy_paid(machine, best[2]):
+            return None
+        _gain, task, _end = best
+        holder = next(m for m in self.machines.values() if m.held and m.held[0][0] == task and m is not machine)
+        self._copies[task] = {holder.id: (holder.held[0][1], holder.running_since or now),
+                              machine.id: (self._attempts[task] + 1, now)}
+        self._copy_of[machine.id] = task
+        self.copies_started += 1
+        return task
+
+    def _copy_paid(self, machine: c.Machine, ends: float) -> bool:
+        """Whether a copy ending at ``ends`` begins no ATU the budget and the plan do not pay."""
+        now = self._now
+        edge = self._edge(machine, now)
+        if ends <= edge - self.settings.release_margin_s:
+            return True  # within time already paid
+        if machine.release_at is not None or ends > self._plan_end.get(machine.cluster, -math.inf):
+            return False
+        return self.budget is None or self._kept_by_budget(machine.id, now)
+
+    def _drop_copy(self, task: int, machine_id: str, now: float) -> None:
+        """One attempt of a copied task is over (won, lost, stopped or its machine gone)."""
+        attempts = self._copies.get(task)
+        if attempts is None:
+            return
+        attempt = attempts.pop(machine_id, None)
+        if self._copy_of.get(machine_id) == task:
+            del self._copy_of[machine_id]
+            if attempt is not None:
+                self.copy_s += max(0.0, now - attempt[1])
+        if len(attempts) <= 1:
+            for other in attempts:  # the race is over: the one left is an ordinary attempt
+                if self._copy_of.get(other) == task:
+                    del self._copy_of[other]
+                    self.copy_s += max(0.0, now - attempts[other][1])
+            del self._copies[task]
+
+    def _settle(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
+        attempts = self._copies.get(ev.task)
+        if attempts is None:
+            return super()._settle(machine, ev)
+        succeeded = ev.exit_code == 0 and not ev.timed_out
+        others = [(mid, a) for mid, (a, _t) in attempts.items() if mid != machine.id]
+        if not succeeded and others:  # the other attempt still runs: it decides the outcome
+            self._drop_copy(ev.task, machine.id, ev.now)
+            return []
+        if succeeded and self._copy_of.get(machine.id) == ev.task:
+            self.copies_won += 1
+        self._drop_copy(ev.task, machine.id, ev.now)
+        actions = super()._settle(machine, ev)
+        for mid, attempt in others:
+            actions.extend(self._cancel(mid, ev.task, attempt, ev.now))
+        return actions
+
+    def _cancel(self, machine_id: str, task: int, attempt: int, now: float) -> list[c.Action]:
+        other = self.machines.get(machine_id)
+        self._drop_copy(task, machine_id, now)
+        if other is None or other.state is c.MachineState.GONE or (task, attempt) not in other.held:
+            return []
+        running = other.held[0] == (task, attempt)
+        other.held.remove((task, attempt))
+        if running:
+            other.running_since = now if other.held else None  # its queued task starts now
+        return [Cancel(machine_id, task, attempt, "another copy of the task ended first")]
+
+    def _return_task(self, task: int, attempt: int, machine: c.Machine) -> None:
+        attempts = self._copies.get(task)
+        if attempts is not None and any(mid != machine.id for mid in attempts):
+            self._drop_copy(task, machine.id, self._now)  # the other attempt goes on
+            return
+        super()._return_task(task, attempt, machine)
+
+    def _on_tick(self, ev: c.Tick) -> list[c.Action]:
+        actions = super()._on_tick(ev)
+        if self.phase == EXECUTING and self.finished is None and self.estimates:
+            for machine_id in list(self._hungry):  # estimates age: a withheld task or a copy may now fit
+                m = self.machines[machine_id]
+                if m.state is c.MachineState.UP and not m.held and m.wanted > 0:
+                    actions.extend(self._feed(m))
+        return actions
+
+    def report(self, now: float) -> dict:
+        figures = super().report(now)
+        figures["endgame"] = {"copies_started": self.copies_started, "copies_won": self.copies_won,
+                "copy_paid_s": round(self.copy_s, 6), "tasks_withheld": self.withheld}
+        return figures

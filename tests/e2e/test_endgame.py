@@ -1,0 +1,50 @@
+"""The end-game on the real master: local workers emulating a fast cloud (one machine) and a slow
+one (three machines, four times slower). When the bag runs dry the slow machines still run tasks
+that the fast machine, idle in an hour already paid, can end sooner: it runs a copy, the copy's
+result counts, the slow machine's attempt is stopped over ZeroMQ (``cancel``), and every task is
+recorded once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from helpers.runs import MASTER, results
+
+TASKS = 40
+
+CLOUDS = """
+[sampling]
+initial_workers = 1
+
+[clusters.fast]
+provisioner = "local"
+max = 1
+price = 9.0
+atu = "1h"
+
+[clusters.slow]
+provisioner = "local"
+max = 3
+price = 1.0
+atu = "1h"
+slowdown = 4.0
+"""
+
+
+def test_an_idle_fast_machine_runs_a_copy_of_a_slow_machines_task_and_the_copy_wins(tmp_path: Path):
+    (tmp_path / "clouds.toml").write_text(CLOUDS)
+    (tmp_path / "tasks.txt").write_text("sleep 1\n" * TASKS)
+    proc = subprocess.run([*MASTER, "--quiet", "--bag", "tasks.txt", "--config", "clouds.toml", "--schedule",
+                           "fastest", "--cushion", "yes", "--seed", "1"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert report["status"] == "done"
+    assert report["selected"]["machines"] == {"fast": 1, "slow": 3}
+    endgame = report["endgame"]
+    assert endgame["copies_won"] >= 1, endgame
+    assert 0 < endgame["copy_paid_s"]
+    assert sorted(r["id"] for r in results(tmp_path / "bats-run")) == list(range(1, TASKS + 1))
+    assert report["cost"]["execution"] <= report["budget"] + report["cushion"] + 1e-9
