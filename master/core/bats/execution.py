@@ -290,10 +290,10 @@ class Execution(EndGame):
     def _replan_within(self, money: float, now: float) -> dict[str, int] | None:
         """The configuration a run behind its plan moves to: the fastest that the money left pays
         with room for the estimate's error. Each cluster's mean is taken at the upper end of its
-        confidence interval (the sampling confidence), and every machine it adds is charged half
-        an ATU and its boot time more (what a new machine loses at its start and at the end of the
-        bag). So a run that is short of money does not spend it all on new machines the estimate
-        only just pays for, and keeps what it has for finishing tasks."""
+        confidence interval (the sampling confidence), and a machine it adds is charged one ATU
+        more when its boot time and one task more (tasks are whole) carry it past the ATUs the
+        plan's makespan rounds up to. So a run that is short of money does not spend it all on new
+        machines the estimate only just pays, and keeps what it has for finishing tasks."""
         if not math.isfinite(money):
             return self._planner(self.remaining).fastest_within(money)
         z = z_value(self.settings.sampling.confidence)
@@ -308,13 +308,16 @@ class Execution(EndGame):
             config = planner.fastest_within(max(0.0, limit))
             if config is None:
                 return None
+            planned = planner.estimate(config)
             extra = 0.0
             for name, n in config.items():
                 added = max(0, n - len(self.live_machines(name)) - self._requested[name])
-                cl = self.clusters[name]
-                boot = float(cl.options.get("startup", 0.0) or 0.0)
-                extra += added * self.billings[name].price * (0.5 + boot / cl.atu_s)
-            need = planner.estimate(config).cost + extra
+                if added:
+                    billing = self.billings[name]
+                    boot = float(self.clusters[name].options.get("startup", 0.0) or 0.0)
+                    longer = billing.atus_paid(planned.makespan_s + boot + upper.get(name, 0.0))
+                    extra += added * billing.price * max(0, longer - billing.atus_paid(planned.makespan_s))
+            need = planned.cost + extra
             if need <= money + 1e-9:
                 return config
             limit -= max(need - money, 1e-6 * max(1.0, money))
