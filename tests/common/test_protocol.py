@@ -36,6 +36,7 @@ VALID: dict[str, dict] = {
     "wait": {},
     "unknown": {},
     "stop": {"reason": "bag done"},
+    "cancel": {"task": 4, "attempt": 2},
 }
 
 # A sample value of each kind, and which kinds each field type accepts (bool is not an int here).
