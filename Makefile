@@ -32,7 +32,7 @@ demo: $(STAMP)
 	@echo "results: $(VENV)/bin/bats-master results --state-dir bats-run/demo"
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 # the unit tests alone (no processes, daemons, browser or cloud stand-ins): under a minute
 test-fast: $(STAMP)
