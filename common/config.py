@@ -28,6 +28,7 @@ from typing import Any
 from bats.common.background import BackgroundJob, BackgroundTraceError, load_background
 from bats.common.durations import parse_duration
 from bats.common.prices import PriceTrace, PriceTraceError, load_trace
+from bats.common.protocol import MAX_SLOTS
 from bats.common.textfiles import UnreadableText, read_utf8
 
 
@@ -119,10 +120,18 @@ class ClusterConfig:
     price_trace: PriceTrace | None = None  # spot: how the price moves from the start of the run
     bid: float | None = None  # spot: a machine is interrupted while the price is above it (None: never)
     background: tuple[BackgroundJob, ...] | None = None  # a shared pool's own jobs (offers, seed 002)
+    # tasks one machine runs at once; None ("auto"): what the back end says a machine has (an EC2
+    # instance type's vCPUs), else the cpus its worker reports when it says hello. Billing stays per machine.
+    slots: int | None = 1
+    contention: float = 1.0  # bats-sim: a task's runtime factor when it fills a machine's last free slot
 
     @property
     def spot(self) -> bool:
         return self.market == "spot"
+
+    def slots_for(self, cpus: int) -> int:
+        """The tasks a machine of this cluster runs at once, its worker reporting ``cpus`` CPUs."""
+        return self.slots if self.slots is not None else max(1, min(MAX_SLOTS, cpus))
 
 
 @dataclass(frozen=True)
@@ -203,6 +212,8 @@ _CLUSTER_KEYS = {
     "bid": ("money", None),  # spot: interrupted while the price is above it
     "on_demand_price": ("money", None),  # spot: its on-demand twin's price, the default bid
     "background_trace": ("str", None),  # a shared pool's own jobs: CSV of submit, slots, runtime
+    "slots": ("slots", 1),  # tasks one machine runs at once, or "auto"
+    "contention": ("factor", 1.0),  # used by bats-sim: runtime factor with all slots busy
 }
 
 
@@ -251,6 +262,12 @@ def _convert(kind: str, value: Any) -> Any:
             return None
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PREFETCH:
             raise ValueError(f"expected \"auto\" or an integer from 0 to {MAX_PREFETCH}, got {value!r}")
+        return value
+    if kind == "slots":
+        if value == "auto":
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SLOTS:
+            raise ValueError(f"expected \"auto\" or an integer from 1 to {MAX_SLOTS}, got {value!r}")
         return value
     if kind == "bool":
         if not isinstance(value, bool):
@@ -454,6 +471,8 @@ def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str]
             price_trace=trace,
             bid=values.get("bid", values.get("on_demand_price")),
             background=background,
+            slots=values.get("slots", 1),
+            contention=values.get("contention", 1.0),
         )
     policy = _read_policy(source, doc.get("policy", {}), clusters)
     return Config(master=master, clusters=clusters, source=source, sampling=sampling, policy=policy)

@@ -6,7 +6,7 @@ sends one frame per message; the ROUTER sees ``[peer identity, frame]``.
 
 Worker -> master
   hello      machine, token, cluster, host, cpus, version     first message on every connection
-  ask        n                                                 wants ``n`` more tasks (1 or 2)
+  ask        n                                                 wants ``n`` more tasks
   result     task, attempt, exit_code, runtime_s, timed_out, stdout, stderr, ask
                                                                ``ask`` asks for the next task too,
                                                                saving a round trip per task
@@ -17,8 +17,9 @@ Worker -> master
                                                                terminate/stop/hibernate, at time);
                                                                the master re-queues its tasks
 Master -> worker
-  welcome    machine, heartbeat_s, liveness_s, prefetch        answer to hello; the worker may
-                                                               hold 1 + prefetch tasks
+  welcome    machine, heartbeat_s, liveness_s, prefetch, slots answer to hello; the worker runs up
+                                                               to ``slots`` tasks at once and may
+                                                               hold slots + prefetch
   task       task, attempt, command, timeout_s
   wait       -                                                 nothing to hand out right now
   heartbeat  -
@@ -49,6 +50,8 @@ VERSION = 1
 MAX_FRAME_BYTES = 1 << 20  # 1 MiB: two 64 KiB output tails plus a command fit comfortably
 OUTPUT_TAIL_BYTES = 64 * 1024
 MAX_MESSAGES_PER_FRAME = 256
+MAX_SLOTS = 1024  # tasks one machine runs at once (the cluster key ``slots``)
+MAX_ASK = MAX_SLOTS + 16  # a worker asks at most for its slots and its prefetched tasks
 
 
 class ProtocolError(ValueError):
@@ -82,7 +85,8 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "bye": {"reason": _STR},
     "interruption": {"action": _STR, "time": _STR},
     # master -> worker
-    "welcome": {"machine": _STR, "heartbeat_s": _NUM, "liveness_s": _NUM, "prefetch": _INT},
+    "welcome": {"machine": _STR, "heartbeat_s": _NUM, "liveness_s": _NUM, "prefetch": _INT,
+                "slots": _INT},
     "task": {"task": _INT, "attempt": _INT, "command": _STR, "timeout_s": _OPT_NUM},
     "wait": {},
     "unknown": {},
@@ -92,13 +96,14 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
 # numeric fields whose values must also be sane: (field, lowest, highest); NaN never passes
 _ID_MAX = 2**62  # task ids and attempts must fit SQLite's 64-bit integers with room to spare
 RANGES: dict[str, tuple[tuple[str, float, float], ...]] = {
-    "ask": (("n", 0, 16),),
+    "ask": (("n", 0, MAX_ASK),),
     "result": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX), ("exit_code", -1024, 1024),
                ("runtime_s", 0.0, 1e9)),
     "hello": (("cpus", 0, 1 << 20),),
     "task": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX), ("timeout_s", 0.0, 1e9)),
     "cancel": (("task", 0, _ID_MAX), ("attempt", 0, _ID_MAX)),
-    "welcome": (("heartbeat_s", 0.0, 1e6), ("liveness_s", 0.0, 1e6), ("prefetch", 0, 15)),
+    "welcome": (("heartbeat_s", 0.0, 1e6), ("liveness_s", 0.0, 1e6), ("prefetch", 0, 15),
+                ("slots", 1, MAX_SLOTS)),
 }
 # text fields that end up in log lines, the journal and the summary: one short line each, so a peer
 # cannot forge a line of the log (a newline) or flood it

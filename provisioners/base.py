@@ -200,6 +200,12 @@ class Provisioner(ABC):
         """The cluster's price per ATU now, as the back end quotes it; None: no quote."""
         return None
 
+    def machine_cpus(self) -> int | None:
+        """The CPUs each machine of this cluster will have, when the back end can say so before
+        acquiring one (an EC2 instance type's vCPUs): what ``slots = "auto"`` becomes at the start.
+        None: known only when a worker says hello (it reports its CPUs)."""
+        return None
+
     def cleanup(self) -> dict[str, str]:
         """Terminate every machine of this run and cluster the back end still has; return
         {native id: machine id} of those terminated (machine id "" when the back end lost it).

@@ -359,6 +359,12 @@ class Ec2Provisioner(Provisioner):
         self._held.clear()
         return machine_of
 
+    def machine_cpus(self) -> int | None:
+        """The instance type's default vCPUs (``describe_instance_types``)."""
+        types = self._call("describe_instance_types", InstanceTypes=[self.opts["instance_type"]]).get("InstanceTypes", [])
+        vcpus = types[0].get("VCpuInfo", {}).get("DefaultVCpus") if types else None
+        return int(vcpus) if isinstance(vcpus, int) and vcpus > 0 else None
+
     # ------------------------------------------------------------ the spot price
     def price_now(self) -> float | None:
         """The current spot price per ATU (see the module docstring); None for on-demand."""

@@ -2,9 +2,11 @@
 
 One process, one thread, one ZeroMQ DEALER socket connected to the master's ROUTER. Everything
 happens in :meth:`Worker.run`'s loop around a single ``zmq.Poller`` that watches the socket, the
-running task's stdout/stderr pipes and a self-pipe that signal handlers write to
-(``signal.set_wakeup_fd``; SIGCHLD wakes the loop when the task exits, SIGTERM/SIGINT make the
-worker leave). The poll timeout is the nearest deadline (heartbeat, liveness, task timeout,
+running tasks' stdout/stderr pipes and a self-pipe that signal handlers write to
+(``signal.set_wakeup_fd``; SIGCHLD wakes the loop when a task exits, SIGTERM/SIGINT make the
+worker leave). The master's ``welcome`` says how many tasks the machine runs at once (its
+cluster's ``slots``, 1 unless configured); each runs in its own process group with its own timeout
+and output tails, and the others wait in a queue. The poll timeout is the nearest deadline (heartbeat, liveness, task timeout,
 slowdown padding), so an idle worker sleeps in ``poll``.
 
 Protocol (``bats.common.protocol``): ``hello`` → ``welcome`` → ``ask n=2`` (one task to run, one
@@ -12,7 +14,7 @@ prefetched so dispatch latency is hidden); every ``result`` carries ``ask=True``
 next task. ``unknown`` (the master restarted) or ``liveness_s`` without a word from the master
 makes the worker say hello again (on a fresh socket after a liveness timeout), keep running what
 it holds, send results held meanwhile after the new ``welcome`` and ask for the free slots.
-``stop`` and SIGTERM/SIGINT kill the running task's process group, send ``bye`` and exit 0.
+``stop`` and SIGTERM/SIGINT kill the running tasks' process groups, send ``bye`` and exit 0.
 ``cancel`` (another copy of the task ended first on another machine) kills that attempt's process
 group, or drops it from the queue, sends no result and asks for a task in its place.
 ``--noop`` answers each task at once without running it (master benchmarks).
@@ -55,7 +57,7 @@ TOKEN_ENV = "BATS_TOKEN"  # how a provisioner hands a worker its one-time token 
 PARENT_ENV = "BATS_PARENT_PID"  # with --exit-with-parent: the master's pid, from the provisioner
 
 
-SLOTS = 2  # tasks held at most until the master's welcome says otherwise: one running, one prefetched
+HELD = 2  # tasks held at most until the master's welcome says otherwise: one running, one prefetched
 BYE_LINGER_MS = 1000  # how long the final ``bye`` may take to leave
 PARENT_CHECK_S = 0.5  # with --exit-with-parent, the longest the loop sleeps between checks
 NO_SIGCHLD_POLL_S = 0.05  # without signal wake-ups (not the main thread): poll a running task
@@ -96,12 +98,13 @@ class Worker:
         self._own_ctx = context is None
         self._sock: zmq.Socket | None = None
         self._poller = zmq.Poller()
-        self.slots = SLOTS
+        self.slots = 1  # tasks run at once (the welcome's ``slots``)
+        self.capacity = HELD  # tasks held at most: slots + the welcome's ``prefetch``
         self._outgoing: list[bytes] | None = None
         self._welcomed = False
         self._last_sent = 0.0
         self._last_recv = 0.0
-        self._running: TaskRun | None = None
+        self._running: list[TaskRun] = []  # at most ``slots``, in start order
         self._queue: collections.deque[TaskRun] = collections.deque()
         self._pending: list[dict[str, Any]] = []  # results finished while not welcomed
         self._exit_reason: str | None = None
@@ -158,8 +161,11 @@ class Worker:
                 elif self._watcher is not None and item == self._watcher.read_fd:
                     self._watcher.drain()
                     self._send_notice(now)
-                elif self._running is not None:
-                    self._running.read(item)
+                else:
+                    for run in self._running:
+                        if item in run.fds:
+                            run.read(item)
+                            break
                 if self._exit_reason is not None:
                     return
             self._step_tasks(now)
@@ -172,8 +178,7 @@ class Worker:
         deadline = self._last_recv + self.liveness_s
         if self._welcomed:
             deadline = min(deadline, self._last_sent + self.heartbeat_s)
-        run = self._running
-        if run is not None:
+        for run in self._running:
             task_deadline = run.next_deadline()
             if task_deadline is not None:
                 deadline = min(deadline, task_deadline)
@@ -297,7 +302,9 @@ class Worker:
                 setattr(self, name, value)
             else:
                 log.warning("ignored welcome %s=%r", name, msg[name])
-        self.slots = 1 + msg["prefetch"]
+        self.slots = msg["slots"]
+        self.capacity = self.slots + msg["prefetch"]
+        self._start_queued(now)  # a reconnect's welcome may give more slots
         if self._welcomed:
             log.debug("welcome while already welcomed; nothing more to ask")
             return
@@ -308,7 +315,7 @@ class Worker:
         pending, self._pending = self._pending, []
         for fields in pending:  # the slots these tasks held are asked for below
             self._send(encode("result", ask=False, **fields), now)
-        free = self.slots - self._held()
+        free = self.capacity - self._held()
         if free > 0:
             self._send(encode("ask", n=free), now)
 
@@ -318,25 +325,23 @@ class Worker:
                            "runtime_s": 0.0, "timed_out": False, "stdout": b"", "stderr": b""}, now)
             return
         run = TaskRun.from_message(msg, self.opts.slowdown)
-        if self._running is None:
+        if len(self._running) < self.slots:
             self._start(run, now)
         else:
-            if self._held() >= self.slots:
+            if self._held() >= self.capacity:
                 log.warning("task %d arrived with %d tasks held; queueing it anyway", run.task, self._held())
             self._queue.append(run)
 
     def _on_cancel(self, task: int, attempt: int, now: float) -> None:
         """Stop one attempt (running or queued) without a result and ask for a task in its place; an
         attempt that already ended (its result is on the way) is not here and nothing happens."""
-        run = self._running
-        if run is not None and (run.task, run.attempt) == (task, attempt):
+        run = next((r for r in self._running if (r.task, r.attempt) == (task, attempt)), None)
+        if run is not None:
             log.info("task %d: stopped by the master (another copy ended first)", task)
             run.abort()
-            self._running = None
-            if self.opts.reap_detached:
-                reaper.kill_leftovers(keep=set())  # no other task runs: what is left was the attempt's
-            if self._queue:
-                self._start(self._queue.popleft(), now)
+            self._running.remove(run)
+            self._sweep_leftovers()
+            self._start_queued(now)
         else:
             kept = collections.deque(r for r in self._queue if (r.task, r.attempt) != (task, attempt))
             if len(kept) == len(self._queue):
@@ -354,26 +359,39 @@ class Worker:
         self._send(encode("interruption", action=notice[0], time=notice[1]), now)
 
     def _held(self) -> int:
-        return (self._running is not None) + len(self._queue)
+        return len(self._running) + len(self._queue)
 
     # -- tasks -------------------------------------------------------------------------------
 
     def _start(self, run: TaskRun, now: float) -> None:
-        self._running = run
+        self._running.append(run)
         run.start(now, self._poller)
 
+    def _start_queued(self, now: float) -> None:
+        while self._queue and len(self._running) < self.slots:
+            self._start(self._queue.popleft(), now)
+
+    def _sweep_leftovers(self, ended: TaskRun | None = None) -> int:
+        """With no task running any more, kill what the tasks left running outside their process
+        groups (see :mod:`bats.worker.reaper`). While another task runs, an orphan may be its own
+        (started with ``setsid``) and cannot be told apart: the sweep waits for the slots to empty."""
+        if not self.opts.reap_detached or self._running:
+            return 0
+        keep = {ended.proc.pid} if ended is not None and ended.proc is not None else set()  # Popen reaps it
+        return reaper.kill_leftovers(keep)
+
     def _step_tasks(self, now: float) -> None:
-        run = self._running
-        while run is not None and run.step(now):
-            self._running = None
-            self.tasks_done += 1
-            keep = {run.proc.pid} if run.proc is not None else set()  # its own process, Popen reaps it
-            if self.opts.reap_detached and reaper.kill_leftovers(keep):  # no other task runs: all leftovers
-                run.stderr += b"\nbats-worker: killed what this task left running outside its process group\n"
-            self._deliver(run.result_fields(), now)
-            if self._queue:
-                self._start(self._queue.popleft(), now)
-            run = self._running
+        while True:
+            ended = [run for run in self._running if run.step(now)]
+            if not ended:
+                return
+            for run in ended:
+                self._running.remove(run)
+                self.tasks_done += 1
+                if self._sweep_leftovers(run):
+                    run.stderr += b"\nbats-worker: killed what this task left running outside its process group\n"
+                self._deliver(run.result_fields(), now)
+            self._start_queued(now)
 
     def _deliver(self, fields: dict[str, Any], now: float) -> None:
         """Send a result with ``ask=True``, or hold it until the master welcomes us again."""
@@ -390,10 +408,10 @@ class Worker:
             with contextlib.suppress(KeyError):
                 self._poller.unregister(self._watcher.read_fd)
             self._watcher.stop()
-        if self._running is not None:
-            log.warning("killing task %d on the way out", self._running.task)
-            self._running.abort()
-            self._running = None
+        for run in self._running:
+            log.warning("killing task %d on the way out", run.task)
+            run.abort()
+        self._running = []
         if self.opts.reap_detached:
             reaper.kill_leftovers(keep=set())
         self._queue.clear()

@@ -85,7 +85,7 @@ class Chooser:
         shown = list(offer.options) if self.choice.all_options else spread(offer.options)
         profit = core_profitability(core) if core is not None else None
         text = format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown),
-                              profit=profit)
+                              profit=profit, slots=core.cluster_slots if core is not None else None)
         if self.text_plot:
             from bats.master.views.plots import text_plot
 

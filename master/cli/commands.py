@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -401,6 +402,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         if session > 1:
             _terminate_leftovers(journal, config, plugins, session)
+        config = _resolve_slots(config, plugins)
         choice = _resumed_choice(journal, settings["choice"], session)
         prior_sample = _prior_sample(journal, choice, session)
         core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice, prior_sample=prior_sample,
@@ -565,6 +567,28 @@ def _redraw_plot(path: str | None, core) -> None:
                           tasks=core.tasks_at_plan)
     except OSError as exc:
         log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
+def _resolve_slots(config: Config, plugins: dict) -> Config:
+    """``slots = "auto"`` becomes the CPUs a back end says its machines have (an EC2 instance type's
+    vCPUs) before any is acquired, so the options are planned with them; where it cannot say, the
+    worker's reported CPUs decide when each machine joins (the planner learns them from the first)."""
+    resolved = {}
+    for name, cluster in config.clusters.items():
+        if cluster.slots is not None:
+            continue
+        try:
+            cpus = plugins[name].machine_cpus()
+        except Exception as exc:  # a back end's failure here only defers the answer to the hello
+            log.warning("cluster %s: slots = \"auto\": the back end could not say how many CPUs its machines "
+                        "have (%s); each machine's worker will", name, exc)
+            continue
+        if cpus is not None:
+            progress.info("cluster %s: slots = \"auto\": %d per machine", name, cpus)
+            resolved[name] = dataclasses.replace(cluster, slots=cpus)
+    if not resolved:
+        return config
+    return dataclasses.replace(config, clusters={**config.clusters, **resolved})
+
+
 def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -> None:
     """A resumed run first terminates the machines earlier sessions left running (a master that
     crashed could not) and charges them in the journal (:mod:`bats.master.state.leftovers`)."""

@@ -16,7 +16,9 @@ release everything when the bag is done.
 
 Task hand-out: tasks are handed out randomly chosen, first-come first-served, to workers that
 ask. The bag of pending task ids is an array; a dispatch swaps a random element with the last one
-and pops it, O(1). A worker holds at most ``max_held`` tasks. With ``adaptive_prefetch`` it is sent one running and
+and pops it, O(1). A machine runs up to ``slots`` tasks at once (its cluster's ``slots``, told by
+the driver when the machine is up; 1 by default) and its worker holds at most ``slots - 1 +
+max_held`` tasks: the running ones and the prefetched ones, which wait for a slot. With ``adaptive_prefetch`` it is sent one running and
 one prefetched while tasks take 10 ms to 1 s (a moving average of reported runtimes), up to
 ``max_held`` while they are shorter (then messaging, not the tasks, is the cost, and deeper
 queues let one wake-up carry several messages), and none beyond the running one when they take a
@@ -89,14 +91,36 @@ class Machine:
     nt: int = 0  # tasks executed
     rt: float = 0.0  # seconds spent executing tasks
     wanted: int = 0  # tasks asked for and not yet handed out
-    held: list[tuple[int, int]] = field(default_factory=list)  # (task, attempt) in flight
+    held: list[tuple[int, int]] = field(default_factory=list)  # (task, attempt) in flight, oldest first
     release_reason: str = ""
-    running_since: float | None = None  # when its running task (held[0]) started
+    running_since: float | None = None  # when its oldest running task (held[0]) started
+    slots: int = 1  # tasks it runs at once: held[:slots] run, the rest wait for a slot
+    started: list[float] = field(default_factory=list)  # when each running task started, oldest first
     release_at: float | None = None  # marked for release: let go at this time (a budget policy sets it)
 
     def uptime(self, now: float) -> float:
         end = self.released_at if self.released_at is not None else now
         return max(0.0, end - self.acquired_at)
+
+    @property
+    def running(self) -> int:
+        """Tasks it is running now (busy slots)."""
+        return min(len(self.held), self.slots)
+
+    @property
+    def free_slots(self) -> int:
+        return max(0, self.slots - len(self.held))
+
+    def mark_started(self, now: float) -> None:
+        """Tasks that moved into a free slot start now (the worker starts them when one ends)."""
+        while len(self.started) < self.running:
+            self.started.append(now)
+        self.running_since = self.started[0] if self.started else None
+
+    def mark_ended(self, index: int) -> None:
+        """The task at ``held[index]`` (already removed from ``held``) ended or left."""
+        if index < len(self.started):
+            del self.started[index]
 
 
 # task status codes, one byte per task id (public: the policies read them)
@@ -212,6 +236,8 @@ class Core:
         self._hungry: dict[str, None] = {}  # machines waiting for work, in asking order
         self._lost_in_a_row: dict[str, int] = {name: 0 for name in clusters}
         self._requested: dict[str, int] = {name: 0 for name in clusters}  # Acquire sent, not yet answered
+        # tasks a machine of each cluster runs at once: configured, or the last machine's (``auto``)
+        self.cluster_slots: dict[str, int] = {name: cl.slots or 1 for name, cl in clusters.items()}
         self.started_at: float | None = None
         self.last_finish_at: float | None = None
         self.finished: Finish | None = None
@@ -246,7 +272,7 @@ class Core:
             atus, cost = self.machine_cost(m, now)
             total_cost += cost
             machines.append({
-                "id": m.id, "cluster": m.cluster, "nt": m.nt, "rt_s": round(m.rt, 6),
+                "id": m.id, "cluster": m.cluster, "slots": m.slots, "nt": m.nt, "rt_s": round(m.rt, 6),
                 "uptime_s": round(m.uptime(now), 6), "atus": atus, "cost": cost,
                 "state": m.state.value, "release_reason": m.release_reason,
             })
@@ -308,7 +334,8 @@ class Core:
     @handles(MachineAcquired)
     def _on_machine_acquired(self, ev: MachineAcquired) -> list[Action]:
         self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - 1)
-        self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now)
+        self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now,
+                                            slots=self.cluster_slots[ev.cluster])
         self._live += 1
         return []
 
@@ -334,6 +361,8 @@ class Core:
         if machine.state is MachineState.BOOTING:
             machine.state = MachineState.UP
             machine.up_at = ev.now
+            machine.slots = max(1, ev.slots)
+            self.cluster_slots[machine.cluster] = machine.slots
             return []
         # A known worker said hello again (it reconnected): it may have lost the frames in flight,
         # so its tasks go back into the bag; a late result for one of them is ignored.
@@ -344,7 +373,7 @@ class Core:
         machine = self.machines.get(ev.machine)
         if machine is None or machine.state is not MachineState.UP:
             return []
-        machine.wanted = min(self.max_held - len(machine.held), machine.wanted + max(0, ev.n))
+        machine.wanted = min(self._capacity(machine) - len(machine.held), machine.wanted + max(0, ev.n))
         return self._feed(machine)
 
     @handles(TaskFinished)
@@ -353,12 +382,14 @@ class Core:
         if machine is None or machine.state is not MachineState.UP:
             return [IgnoreResult(ev.machine, ev.task, "machine is not part of the run")]
         try:
-            machine.held.remove((ev.task, ev.attempt))
+            index = machine.held.index((ev.task, ev.attempt))
         except ValueError:
             return [IgnoreResult(ev.machine, ev.task, f"attempt {ev.attempt} is not running there")]
+        del machine.held[index]
+        machine.mark_ended(index)
         machine.nt += 1
-        machine.rt += max(0.0, ev.runtime_s)
-        machine.running_since = ev.now if machine.held else None  # a prefetched task starts now
+        machine.rt += max(0.0, ev.runtime_s)  # slot-seconds on a machine with several slots
+        machine.mark_started(ev.now)  # a prefetched task takes the freed slot now
         recent = self._recent_runtime
         self._recent_runtime = ev.runtime_s if recent is None else recent + _RUNTIME_SMOOTHING * (ev.runtime_s - recent)
         actions = self._settle(machine, ev)
@@ -370,7 +401,7 @@ class Core:
             actions.extend(self._finish_if_complete(ev.now))
             return actions
         if ev.ask:
-            machine.wanted = min(self.max_held - len(machine.held), machine.wanted + 1)
+            machine.wanted = min(self._capacity(machine) - len(machine.held), machine.wanted + 1)
         actions.extend(self._feed(machine))
         return actions
 
@@ -412,8 +443,8 @@ class Core:
         machine = self.machines.get(ev.machine)
         if machine is None or machine.state is MachineState.GONE:
             return []
+        self._retire(machine, ev.now, ev.reason)  # first: the lost machine's free slots are no place for its tasks
         actions = self._requeue_held(machine)
-        self._retire(machine, ev.now, ev.reason)
         if machine.nt == 0:
             self._lost_in_a_row[machine.cluster] += 1
         actions.extend(self._replace_lost(machine, ev.now))
@@ -474,6 +505,7 @@ class Core:
             self._return_task(task, attempt, machine)
         had_tasks = bool(machine.held)
         machine.held.clear()
+        machine.started.clear()
         machine.wanted = 0
         machine.running_since = None
         return self._feed_hungry() if had_tasks else []
@@ -510,11 +542,15 @@ class Core:
             return 1  # a round trip is nothing next to the task; a queued task could wait on a slow machine
         return min(DEFAULT_MAX_HELD, self.max_held)
 
+    def _capacity(self, machine: Machine) -> int:
+        """The most tasks a machine's worker holds: one a slot, and ``max_held - 1`` prefetched."""
+        return machine.slots - 1 + self.max_held
+
     def _feed(self, machine: Machine) -> list[Action]:
         actions: list[Action] = []
-        depth = self.queue_depth()
+        depth = machine.slots - 1 + self.queue_depth()
         while machine.wanted > 0 and len(machine.held) < depth:
-            if machine.held and self._better_left_for_an_idle_machine(machine):
+            if len(machine.held) >= machine.slots and self._better_left_for_an_idle_machine(machine):
                 self._hungry[machine.id] = None
                 return actions
             task = self._next_task(machine)
@@ -526,9 +562,8 @@ class Core:
                 self._status[task] = RUNNING
             attempt = self._attempts[task] + 1
             self._attempts[task] = attempt
-            if not machine.held:
-                machine.running_since = self._now
             machine.held.append((task, attempt))
+            machine.mark_started(self._now)
             actions.append(Dispatch(machine.id, task, attempt))
         self._hungry.pop(machine.id, None)
         return actions
@@ -537,10 +572,10 @@ class Core:
         """Whether the tasks left are too few to prefetch one to this busy machine, because other
         machines with nothing to run (or still booting) could start them at once."""
         available = len(self._pending) + len(self._retry)
-        if available >= self._live:  # plenty left: the common case, decided in O(1)
+        if available >= self._live * max(self.cluster_slots.values(), default=1):  # plenty left: the common case
             return False
-        idle = sum(1 for m in self.machines.values()
-                   if m is not machine and m.state is not MachineState.GONE and not m.held)
+        idle = sum(m.free_slots for m in self.machines.values()
+                   if m is not machine and m.state is not MachineState.GONE)
         return available <= idle
 
     def _feed_hungry(self) -> list[Action]:

@@ -53,10 +53,11 @@ class AcquireFailed:
 
 @dataclass(frozen=True, slots=True)
 class MachineUp:
-    """The machine's worker said hello (again, after a reconnect)."""
+    """The machine's worker said hello (again, after a reconnect); it runs ``slots`` tasks at once."""
 
     now: float
     machine: str
+    slots: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -379,11 +379,13 @@ class Server(Fleet, Driver):
         peer = _Peer(machine_id, identity, time.monotonic(), key)
         self.peers[identity] = peer
         self.peer_of[machine_id] = peer
-        log.info("%s joined from %s (%d cpus, worker %s)", machine_id, msg["host"], msg["cpus"], msg["version"])
+        slots = self.core.clusters[machine.cluster].slots_for(msg["cpus"])
+        log.info("%s joined from %s (%d cpus, %d slot(s), worker %s)", machine_id, msg["host"], msg["cpus"], slots,
+                 msg["version"])
         self._send(identity, encode("welcome", machine=machine_id, heartbeat_s=self.config.master.heartbeat_s,
                                     liveness_s=self.config.master.liveness_s,
-                                    prefetch=self.config.master.worker_capacity - 1))
-        self._feed(c.MachineUp(clock.now(), machine_id))
+                                    prefetch=self.config.master.worker_capacity - 1, slots=slots))
+        self._feed(c.MachineUp(clock.now(), machine_id, slots))
         return True
 
     def _issued(self, msg: dict) -> bool:

@@ -13,11 +13,14 @@ lives in the core alone.
   ``MachineAcquired`` now, billing starts); each boots for the cluster's ``startup`` (default 0)
   and then does what a real worker does: says hello (``MachineUp``) and asks for 1 + prefetch tasks
   (``WorkerAsked(n=core.max_held)``).
-- ``Dispatch(machine, task, attempt)``: the machine runs its tasks one at a time in the order
-  they arrive. A task's runtime there is its base runtime divided by the cluster's speed; its
-  ``TaskFinished`` (exit 0, ``ask=True``) is scheduled when it starts, which is at once on an idle
-  machine, or when the machine finishes the task before it (a prefetched task starts the moment the
-  previous one ends, before the master's reply to that result arrives, as in a real worker).
+- ``Dispatch(machine, task, attempt)``: the machine runs up to its cluster's ``slots`` tasks at
+  once (1 unless configured; ``auto`` counts as 1 here), the others in the order they arrive. A
+  task's runtime there is its base runtime divided by the cluster's speed, times the cluster's
+  ``contention`` share for the slots busy when it starts: 1 alone, ``contention`` when it fills the
+  last free slot, linear in between (slots share a machine's cores, memory and disk). Its
+  ``TaskFinished`` (exit 0, ``ask=True``) is scheduled when it starts, which is at once on a free
+  slot, or when a task before it ends (a prefetched task starts the moment a slot frees, before the
+  master's reply to that result arrives, as in a real worker).
 - ``Cancel(machine, task, attempt)``: the attempt stops (its result never comes) or leaves the
   machine's queue; the machine starts its next queued task, if any, and asks for one more task
   (``WorkerAsked(n=1)``), as a worker does.
@@ -130,16 +133,26 @@ def cluster_startup(cluster: ClusterConfig) -> float:
 class SimMachine:
     """A simulated machine: the tasks it holds and whether it is running one."""
 
-    __slots__ = ("cluster", "current", "gone", "id", "queue", "running", "speed")
+    __slots__ = ("cluster", "contention", "current", "gone", "id", "queue", "slots", "speed")
 
-    def __init__(self, machine_id: str, cluster: str, speed: float) -> None:
+    def __init__(self, machine_id: str, cluster: str, speed: float, slots: int = 1, contention: float = 1.0) -> None:
         self.id = machine_id
         self.cluster = cluster
         self.speed = speed
-        self.running = False
-        self.queue: deque[tuple[int, int]] = deque()  # (task, attempt) waiting behind the running one
-        self.current: tuple[int, int] | None = None  # (task, attempt) running
+        self.slots = slots
+        self.contention = contention
+        self.queue: deque[tuple[int, int]] = deque()  # (task, attempt) waiting for a slot
+        self.current: set[tuple[int, int]] = set()  # (task, attempt) running
         self.gone = False
+
+    @property
+    def running(self) -> bool:
+        """Whether every slot is busy (a new task waits)."""
+        return len(self.current) >= self.slots
+
+    def stop_all(self) -> None:
+        self.current.clear()
+        self.queue.clear()
 
 
 class Simulator(Driver):
@@ -230,14 +243,12 @@ class Simulator(Driver):
             if kind == _TASK_DONE:
                 self._real -= 1
                 _t, _s, _k, machine, task, attempt, runtime = entry
-                if machine.gone or machine.current != (task, attempt):  # released, or the attempt was stopped
+                if machine.gone or (task, attempt) not in machine.current:  # released, or the attempt was stopped
                     continue
+                machine.current.discard((task, attempt))
                 queue = machine.queue
                 if queue:  # the prefetched task starts now, before the master answers this result
                     self._start(machine, *queue.popleft())
-                else:
-                    machine.running = False
-                    machine.current = None
                 code = 1 if fail_rate and fail_random() < fail_rate else 0
                 events += 1
                 sampling = self.core.phase == b.SAMPLING
@@ -264,8 +275,7 @@ class Simulator(Driver):
                 if machine.gone:
                     continue
                 machine.gone = True
-                machine.running = False
-                machine.queue.clear()
+                machine.stop_all()
                 self.losses += 1
                 self._feed(c.MachineLost(now, machine.id, "machine lost (fault injection)"))
             elif kind == _BOOTED:
@@ -273,8 +283,8 @@ class Simulator(Driver):
                 machine = entry[3]
                 if machine.gone:
                     continue
-                self._feed(c.MachineUp(now, machine.id))
-                self._feed(c.WorkerAsked(now, machine.id, self.core.max_held))
+                self._feed(c.MachineUp(now, machine.id, machine.slots))
+                self._feed(c.WorkerAsked(now, machine.id, machine.slots - 1 + self.core.max_held))
             else:
                 self._feed(c.Tick(now))
                 if self.finish is None:
@@ -304,11 +314,12 @@ class Simulator(Driver):
             self._feed(c.StopRequested(now, "simulation stalled: nothing left to happen"))
 
     def _start(self, machine: SimMachine, task: int, attempt: int) -> None:
+        machine.current.add((task, attempt))
         runtime = self.runtimes[task] / machine.speed
+        if machine.slots > 1 and machine.contention != 1.0:
+            runtime *= 1.0 + (machine.contention - 1.0) * (len(machine.current) - 1) / (machine.slots - 1)
         heapq.heappush(self._heap, (self.now + runtime, next(self._seq), _TASK_DONE, machine, task, attempt, runtime))
         self._real += 1
-        machine.running = True
-        machine.current = (task, attempt)
 
     # ------------------------------------------------------------ actions
     @carries_out(c.Dispatch)
@@ -325,12 +336,10 @@ class Simulator(Driver):
         if machine is None or machine.gone:
             return
         key = (action.task, action.attempt)
-        if machine.current == key:  # its heap entry is skipped when it comes up
+        if key in machine.current:  # its heap entry is skipped when it comes up
+            machine.current.discard(key)
             if machine.queue:
                 self._start(machine, *machine.queue.popleft())
-            else:
-                machine.running = False
-                machine.current = None
         elif key in machine.queue:
             machine.queue.remove(key)
         else:
@@ -355,8 +364,7 @@ class Simulator(Driver):
         for machine in list(self.machines.values()):
             if machine.cluster == name and not machine.gone:
                 machine.gone = True
-                machine.running = False
-                machine.queue.clear()
+                machine.stop_all()
                 self.interrupted += 1
                 self._feed(c.MachineLost(self.now, machine.id, f"spot interruption: price {price:g} above bid {bid:g}"))
 
@@ -368,10 +376,12 @@ class Simulator(Driver):
             self._feed(c.AcquireFailed(self.now, name, action.n, "spot price above the bid"))
             return
         speed, ready_at = self._speed[name], self.now + self._startup[name]
+        cluster = self.config.clusters[name]
+        slots, contention = cluster.slots or 1, cluster.contention
         pool = self._pools.get(name)
         for _ in range(action.n):
             self._serial[name] += 1
-            machine = SimMachine(f"{name}-s{self.session}-{self._serial[name]}", name, speed)
+            machine = SimMachine(f"{name}-s{self.session}-{self._serial[name]}", name, speed, slots, contention)
             self.machines[machine.id] = machine
             self._feed(c.MachineAcquired(self.now, machine.id, name))
             if pool is not None:  # a job in the pool's queue; it boots when the pool starts it
@@ -397,8 +407,7 @@ class Simulator(Driver):
         machine = self.machines.get(action.machine)
         if machine is not None:
             machine.gone = True
-            machine.running = False
-            machine.queue.clear()
+            machine.stop_all()
             pool = self._pools.get(machine.cluster)
             if pool is not None and pool.release(machine.id):
                 self._pool_started(machine.cluster)
@@ -498,7 +507,7 @@ class Simulator(Driver):
             **bats,
             "clusters": {
                 name: {"provisioner": cl.provisioner, "max": cl.max, "price": cl.price, "atu_s": cl.atu_s,
-                       "speed": self._speed[name], "startup_s": self._startup[name]}
+                       "slots": cl.slots or 1, "speed": self._speed[name], "startup_s": self._startup[name]}
                 for name, cl in self.config.clusters.items()
             },
             "machines": machines,
@@ -612,7 +621,7 @@ def run(args: argparse.Namespace) -> int:
             estimates = {name: (e["mean_s"], e["sd_s"]) for name, e in report["estimates"].items()}
             shown = core.options if choice.all_options else spread(core.options)
             print(format_options(shown, estimates, core.tasks_at_plan, hidden=len(core.options) - len(shown),
-                                 profit=core_profitability(core)))
+                                 profit=core_profitability(core), slots=core.cluster_slots))
             if sys.stdout.isatty():
                 from bats.master.views.plots import text_plot
 

@@ -69,7 +69,8 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
             up = m.uptime(now)
             atus = atus_begun(up, cl.atu_s, cl.min_charge_s)
             into = up - (atus - 1) * cl.atu_s if up > 0 else 0.0
-            rows.append({"id": m.id, "state": m.state.value, "nt": m.nt, "atu": atus,
+            rows.append({"id": m.id, "state": m.state.value, "nt": m.nt, "slots": m.slots, "busy": m.running,
+                         "atu": atus,
                          "atu_elapsed_s": round(min(max(into, 0.0), cl.atu_s), 3), "atu_s": cl.atu_s,
                          "release_in_s": None if m.release_at is None else round(max(0.0, m.release_at - now), 3)})
             end = plan_end.get(name)
@@ -77,6 +78,7 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
                 more = atus_begun(end - m.acquired_at, cl.atu_s, cl.min_charge_s) - atus
                 committed_more += max(0, more) * core.prices[name]
         clusters[name] = {"price": core.prices[name], "atu_s": cl.atu_s, "max": cl.max,
+                          "slots": core.cluster_slots[name], "busy_slots": sum(r["busy"] for r in rows),
                           "up": sum(1 for r in rows if r["state"] == MachineState.UP.value),
                           "booting": sum(1 for r in rows if r["state"] == MachineState.BOOTING.value),
                           "machines": rows}
@@ -100,7 +102,7 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
         "waited_s": round(waited, 3),
         "stopping": server.stop_reason,
         "tasks": {"total": core.total, "done": core.done, "failed": core.failed, "remaining": core.remaining,
-                  "running": sum(1 for m in core.live_machines() if m.held)},  # the rest of held is queued
+                  "running": sum(m.running for m in core.live_machines())},  # busy slots; the rest of held is queued
         "rate_per_s": round(rate, 4),
         "eta_s": None if eta_s is None else round(eta_s, 3),
         "estimated_finish_at": None if eta_s is None else now + eta_s,
@@ -192,10 +194,13 @@ def status_text(snap: dict[str, Any], state_dir: str, max_machines: int = 8) -> 
         lines.append(f"  plan       option {plan['id']} ({plan['label']}): {machines}, "
                      f"estimated {format_duration(plan['makespan_s'])} for {_money(plan['cost'])}")
     for name, cl in snap["clusters"].items():
-        lines.append(f"  {name:<10} {cl['up']} up, {cl['booting']} booting (max {cl['max']}, "
-                     f"{_money(cl['price'])} per {format_duration(cl['atu_s'])})")
+        slots = cl.get("slots", 1)
+        busy = f", {cl.get('busy_slots', 0)} of {slots * (cl['up'] + cl['booting'])} slots busy" if slots > 1 else ""
+        lines.append(f"  {name:<10} {cl['up']} up, {cl['booting']} booting{busy} (max {cl['max']}"
+                     + (f" x {slots} slots" if slots > 1 else "") + f", {_money(cl['price'])} per {format_duration(cl['atu_s'])})")
         for row in cl["machines"][:max_machines]:
-            lines.append(f"    {row['id']:<22} {row['state']:<8} {row['nt']:>5} tasks  {atu_phase(row)}")
+            lines.append(f"    {row['id']:<22} {row['state']:<8} {row['nt']:>5} tasks  {atu_phase(row)}"
+                         + (f"  {row.get('busy', 0)}/{row['slots']} slots busy" if row.get("slots", 1) > 1 else ""))
         if len(cl["machines"]) > max_machines:
             lines.append(f"    ... and {len(cl['machines']) - max_machines} more")
     last = snap["last_reconfiguration"]

@@ -26,13 +26,15 @@ def option_label(option: Option) -> str:
 
 
 def profitability(estimates: Mapping[str, tuple[float, float]],
-                  prices: Mapping[str, float]) -> dict[str, float] | None:
+                  prices: Mapping[str, float], slots: Mapping[str, int] | None = None) -> dict[str, float] | None:
     """Seed 000 §4.1: the profitability of cluster i relative to the cheapest cluster m is its speed
     gain over its cost gain, ``(T_m / T_i) * (c_m / c_i)``, with T the mean task runtime and c the
     price. ``prices`` are per second (price per ATU over the ATU's length), so clusters with
     different ATUs compare fairly; the paper's clusters share one ATU, where it is the same thing.
-    None when no cluster has both an estimate and a price above zero (free machines have none)."""
-    known = {name: (mean, prices[name]) for name, (mean, _sd) in estimates.items()
+    None when no cluster has both an estimate and a price above zero (free machines have none).
+    A machine with k ``slots`` runs k tasks at once: its T is the mean over k."""
+    slots = slots or {}
+    known = {name: (mean / slots.get(name, 1), prices[name]) for name, (mean, _sd) in estimates.items()
              if name in prices and prices[name] > 0 and mean > 0}
     if not known:
         return None
@@ -42,10 +44,11 @@ def profitability(estimates: Mapping[str, tuple[float, float]],
 
 def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[float, float]] | None = None,
                    tasks: int | None = None, hidden: int = 0,
-                   profit: Mapping[str, float] | None = None) -> str:
+                   profit: Mapping[str, float] | None = None, slots: Mapping[str, int] | None = None) -> str:
     """The table, preceded by the estimates it was planned from when given; ``hidden`` options
     left out of it (see :func:`bats.master.core.planning.planner.spread`) are counted under it; ``profit`` (from
-    :func:`profitability`) adds the clusters' profitability as the last row."""
+    :func:`profitability`) adds the clusters' profitability as the last row; a cluster whose machines
+    run several tasks at once (``slots``) is headed ``NAME xK``."""
     lines: list[str] = []
     if estimates:
         parts = [f"{name} {format_duration(mean)} (sd {format_duration(sd)})" for name, (mean, sd) in estimates.items()]
@@ -55,7 +58,9 @@ def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[floa
     if not options:
         return "\n".join(lines + ["  (no options)"])
     clusters = list(options[0].machines)
-    headers = ["id", "schedule", *clusters, "makespan", "cost", "cushion"]
+    slots = slots or {}
+    headers = ["id", "schedule", *(f"{n} x{slots[n]}" if slots.get(n, 1) > 1 else n for n in clusters),
+               "makespan", "cost", "cushion"]
     rows = []
     places = money_places([o.cost for o in options] + [o.cushion for o in options if o.cushion])
     for o in options:
@@ -101,4 +106,4 @@ def _money(amount: float, places: int = 2) -> str:
 def core_profitability(core: Core) -> dict[str, float] | None:
     """:func:`profitability` at a BaTS core's current prices and the estimates its options used."""
     prices = {name: core.prices[name] / cl.atu_s for name, cl in core.clusters.items()}
-    return profitability(dict(core.view().plan_estimates), prices)
+    return profitability(dict(core.view().plan_estimates), prices, core.cluster_slots)

@@ -63,7 +63,8 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
         "cost": cost,
         **bats,
         "clusters": {
-            name: {"provisioner": cl.provisioner, "max": cl.max, "price": cl.price, "atu_s": cl.atu_s}
+            name: {"provisioner": cl.provisioner, "max": cl.max, "price": cl.price, "atu_s": cl.atu_s,
+                   "slots": core.cluster_slots.get(name, cl.slots or 1)}
             for name, cl in config.clusters.items()
         },
         "machines": machines,

@@ -231,7 +231,7 @@ def test_cli_runs_and_writes_the_report(tmp_path, capsys):
     assert report["cost"]["total"] == 2 * 2 * 0.5
     assert set(report["machines"][0]) >= {"id", "cluster", "nt", "rt_s", "uptime_s", "atus", "cost"}
     assert report["clusters"]["a"] == {"provisioner": "local", "max": 2, "price": 0.5, "atu_s": 100.0,
-                                       "speed": 2.0, "startup_s": 10.0}
+                                       "slots": 1, "speed": 2.0, "startup_s": 10.0}
     first = out.read_text()
     assert main(argv + ["-q"]) == 0 and capsys.readouterr().out == ""
     assert out.read_text() == first

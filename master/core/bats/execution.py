@@ -251,7 +251,7 @@ class Execution(EndGame):
             codes.append(code)
             ups.append(up)
             nts.append(m.nt)
-            rts.append(m.rt)
+            rts.append(m.rt / m.slots)  # a k-slot machine: rt in machine seconds, so v is the machine's speed
             elapsed.append(now - m.running_since if m.held and m.running_since is not None else nan)
             lefts.append(0 if marked else max(0, math.ceil((end - edge) / atu - 1e-9)))
             marks.append(marked)
@@ -260,7 +260,7 @@ class Execution(EndGame):
                             np.array(lefts, dtype=float), np.array(marks, dtype=bool))
 
     def _tasks_not_started(self) -> int:
-        prefetched = sum(max(0, len(m.held) - 1) for m in self.live_machines())
+        prefetched = sum(len(m.held) - m.running for m in self.live_machines())
         return len(self._pending) + len(self._retry) + prefetched
 
     def _monitor(self, now: float) -> list[c.Action]:

@@ -371,8 +371,7 @@ class BatsCore(Execution):
         return self.sample.complete_sets(self._active)
 
     def _stats(self, cluster: str, now: float):
-        running = [now - m.running_since for m in self.live_machines(cluster)
-                   if m.held and m.running_since is not None]
+        running = [now - started for m in self.live_machines(cluster) for started in m.started]
         return self.estimates[cluster].stats(running)
 
     def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner:
@@ -383,7 +382,7 @@ class BatsCore(Execution):
             mean = max(MIN_MEAN_S, means[name] if means is not None else self._stats(name, self._now).mean_s)
             available = name in self._active and not (cl.bid is not None and self.prices[name] > cl.bid)
             plans.append(ClusterPlan(name, mean, self.prices[name], cl.atu_s, cl.max if available else 0,
-                                     cl.min_charge_s))
+                                     cl.min_charge_s, self.cluster_slots[name]))
         return Planner(plans, max(1, n_tasks), self.max_machines)
 
     def _plan_options(self, planner: Planner) -> list[Option]:

@@ -42,7 +42,7 @@ def group_frontier(members: Sequence[int], clusters: Sequence[ClusterPlan], unit
             added = config.copy()
             added[:, i] += q
             weight = np.concatenate([weight, weight + q * units[i]])
-            speed = np.concatenate([speed, speed + q / clusters[i].mean_s])
+            speed = np.concatenate([speed, speed + q * clusters[i].speed])
             config = np.concatenate([config, added])
             order = np.lexsort((-speed, weight))  # cost per ATU up, speed down
             sorted_speed = speed[order]
@@ -148,7 +148,7 @@ def group_frontier_capped(members: Sequence[int], clusters: Sequence[ClusterPlan
             added = config[fits]
             added[:, i] += q  # (boolean indexing copies)
             weight = np.concatenate([weight, weight[fits] + q * units[i]])
-            speed = np.concatenate([speed, speed[fits] + q / clusters[i].mean_s])
+            speed = np.concatenate([speed, speed[fits] + q * clusters[i].speed])
             count = np.concatenate([count, count[fits] + q])
             config = np.concatenate([config, added])
             if to_come < cap:  # clamped: many points share a (count, W) key, so no linear merge

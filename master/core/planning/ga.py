@@ -148,18 +148,18 @@ class _Model:
 
     def __init__(self, clusters: Sequence[ClusterPlan], n_tasks: int, max_machines: int | None) -> None:
         self.n_tasks = n_tasks
-        self.inv_mean = np.array([1.0 / c.mean_s for c in clusters])
+        self.speed = np.array([c.speed for c in clusters])  # machines' speeds k_i / T_i
         self.price = np.array([float(c.price) for c in clusters])
         self.atu = np.array([c.atu_s for c in clusters])
         self.min_charge = np.array([c.min_charge_s for c in clusters])
         cap = n_tasks if max_machines is None else min(n_tasks, max_machines)
-        self.limits = np.array([min(c.max, cap) for c in clusters], dtype=np.int64)
+        self.limits = np.array([min(c.max, cap, -(-n_tasks // c.slots)) for c in clusters], dtype=np.int64)
         self.max_machines = max_machines
         self.bits = np.array([int(a).bit_length() for a in self.limits], dtype=np.int64)
         self.usable = np.flatnonzero(self.limits > 0)
 
     def evaluate(self, pop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        speed = pop @ self.inv_mean
+        speed = pop @ self.speed
         makespan = self.n_tasks / speed
         units = np.ceil(np.maximum(makespan[:, None], self.min_charge) / self.atu - _EPS)
         units = np.maximum(units, 1.0)

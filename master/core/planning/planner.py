@@ -149,7 +149,8 @@ _INT_LIMIT = 2**62
 
 @dataclass(frozen=True, slots=True)
 class ClusterPlan:
-    """One cluster as the planner sees it. ``mean_s`` is T_i; ``price`` is per ATU per machine."""
+    """One cluster as the planner sees it. ``mean_s`` is T_i, a task's runtime on one of the
+    machine's ``slots`` with all of them busy; ``price`` is per ATU per machine."""
 
     name: str
     mean_s: float
@@ -157,6 +158,16 @@ class ClusterPlan:
     atu_s: float = 3600.0
     max: int = 1
     min_charge_s: float = 0.0
+    slots: int = 1  # k_i: tasks a machine runs at once; its speed is k_i / T_i
+
+    @property
+    def speed(self) -> float:
+        """Tasks a machine finishes per second: k_i / T_i."""
+        return self.slots / self.mean_s
+
+    def tasks_in(self, seconds: float) -> int:
+        """Whole tasks a machine finishes in ``seconds``: k_i floor(t / T_i), each slot its own."""
+        return self.slots * math.floor(seconds / self.mean_s + _EPS)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.mean_s) and self.mean_s > 0):
@@ -169,13 +180,18 @@ class ClusterPlan:
             raise ValueError(f"cluster {self.name!r}: min_charge must be >= 0 seconds, got {self.min_charge_s!r}")
         if isinstance(self.max, bool) or not isinstance(self.max, int) or self.max < 0:
             raise ValueError(f"cluster {self.name!r}: max must be an integer >= 0, got {self.max!r}")
+        if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
+            raise ValueError(f"cluster {self.name!r}: slots must be an integer >= 1, got {self.slots!r}")
 
     @classmethod
-    def from_config(cls, config: Any, mean_s: float, max_machines: int | None = None) -> ClusterPlan:
-        """From a :class:`bats.common.config.ClusterConfig` (``min_charge_s`` read if it has one)."""
+    def from_config(cls, config: Any, mean_s: float, max_machines: int | None = None,
+                    slots: int | None = None) -> ClusterPlan:
+        """From a :class:`bats.common.config.ClusterConfig` (``min_charge_s`` and ``slots`` read if it
+        has them; ``slots`` given: the slots its machines were seen to have, for ``auto``)."""
         return cls(name=config.name, mean_s=mean_s, price=config.price, atu_s=config.atu_s,
                    max=config.max if max_machines is None else max_machines,
-                   min_charge_s=getattr(config, "min_charge_s", 0.0))
+                   min_charge_s=getattr(config, "min_charge_s", 0.0),
+                   slots=slots or getattr(config, "slots", None) or 1)
 
     def units(self, seconds: float) -> int:
         """u_i: ATUs a machine starts when it is up for ``seconds`` (0 for no time at all)."""
@@ -236,7 +252,7 @@ class Planner:
         # A cluster never needs more machines than there are tasks, nor than the overall limit.
         self.max_machines = max_machines
         cap = n_tasks if max_machines is None else min(n_tasks, max_machines)
-        self._limits = [min(c.max, cap) for c in clusters]
+        self._limits = [min(c.max, cap, -(-n_tasks // c.slots)) for c in clusters]  # no machine without a task
         # The overall limit matters only when it is below the sum of the limits; otherwise it is
         # planned exactly as without one (same code, same speed).
         self._cap = max_machines if max_machines is not None and max_machines < sum(self._limits) else None
@@ -270,7 +286,7 @@ class Planner:
 
     def _cost_units(self, config: Sequence[int]) -> tuple[float, list[int], int]:
         """(T_e, u_i per cluster, B_e in units) of a configuration."""
-        speed = math.fsum(a / c.mean_s for a, c in zip(config, self.clusters))
+        speed = math.fsum(a * c.speed for a, c in zip(config, self.clusters))
         if speed <= 0:
             raise ValueError("a configuration needs at least one machine")
         makespan = self.n_tasks / speed
@@ -279,8 +295,7 @@ class Planner:
         return makespan, atus, cost
 
     def _delta_n(self, config: Sequence[int], atus: Sequence[int]) -> int:
-        done = sum(a * math.floor(u * c.atu_s / c.mean_s + _EPS)
-                   for a, u, c in zip(config, atus, self.clusters) if a)
+        done = sum(a * c.tasks_in(u * c.atu_s) for a, u, c in zip(config, atus, self.clusters) if a)
         return self.n_tasks - done
 
     def estimate(self, machines: Mapping[str, int]) -> Estimate:
@@ -302,15 +317,15 @@ class Planner:
         """Case (b): the cheapest dN one-task extensions of the configuration's machines."""
         if delta_n <= 0:
             return 0
-        slots = []  # (extra cost per machine, machines available)
+        extensions = []  # (extra cost per machine, machines available); a machine's slots each do one more
         for a, u, w, c in zip(config, atus, self._units, self.clusters):
             if a:
                 n_k = math.floor(u * c.atu_s / c.mean_s + _EPS)
                 extra = max(1, math.ceil((n_k + 1) * c.mean_s / c.atu_s - _EPS) - u)
-                slots.append((w * extra, a))
-        slots.sort(key=lambda slot: slot[0])
+                extensions.extend([(w * extra, a)] * c.slots)
+        extensions.sort(key=lambda extension: extension[0])
         total, left = 0, delta_n
-        for price, count in slots:
+        for price, count in extensions:
             take = min(count, left)
             total += take * price
             left -= take
@@ -375,7 +390,7 @@ class Planner:
         # The front is the same in any merge order; the most profitable clusters first (least
         # money per task) keep the intermediate fronts smaller: about 15 % faster on seed 003's mix.
         room = [min(cap, sum(self._limits[i] for i in members)) for members in groups]
-        fronts = [frontier.group_frontier_capped(sorted(members, key=lambda i: self._units[i] * self.clusters[i].mean_s),
+        fronts = [frontier.group_frontier_capped(sorted(members, key=lambda i: self._units[i] / self.clusters[i].speed),
                                          self.clusters, self._units, self._limits, n, cap, sum(room) - room[g])
                   for g, members in enumerate(groups)]
         # The exact number of combinations within the cap, before building any: convolve the
@@ -454,7 +469,7 @@ class Planner:
         return None if units is None else self.money(units)
 
     def _min_budget_units(self) -> int | None:
-        costs = [w * c.units(self.n_tasks * c.mean_s)
+        costs = [w * c.units(self.n_tasks / c.speed)
                  for w, c, limit in zip(self._units, self.clusters, self._limits) if limit]
         return min(costs) if costs else None
 
@@ -548,8 +563,9 @@ class Planner:
         in_use = machines > 0
         atus = np.where(in_use, self._group_units[rows][:, self._group_of], 0)
         mean = np.array([c.mean_s for c in self.clusters])
+        slots = np.array([c.slots for c in self.clusters], dtype=np.int64)
         atu = np.array([c.atu_s for c in self.clusters])
-        done = (np.floor(atus * atu / mean + _EPS).astype(np.int64) * machines).sum(axis=1)
+        done = (np.floor(atus * atu / mean + _EPS).astype(np.int64) * slots * machines).sum(axis=1)
         makespan = self._makespan[rows]
         longest = np.where(in_use, atu, 0.0).max(axis=1)
         makespan_atu = np.ceil(makespan / longest - _EPS).astype(np.int64)

@@ -1,0 +1,136 @@
+"""Machines with several slots in the I/O-free core and the planner: exact actions and figures."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from bats.common.config import ClusterConfig
+from bats.master import core as c
+from bats.master.core.planning.ga import ga_front
+from bats.master.core.planning.planner import ClusterPlan, Planner
+
+
+def four_slot_core(tasks=range(1, 11), **kwargs) -> c.Core:
+    clusters = {"big": ClusterConfig("big", "local", max=2, price=1.0, atu_s=60.0, slots=4)}
+    return c.Core(tasks, clusters, random.Random(3), **kwargs)
+
+
+def up(core: c.Core, machine: str, slots: int = 4, now: float = 0.0) -> None:
+    assert core.handle(c.MachineAcquired(now, machine, "big")) == []
+    assert core.handle(c.MachineUp(now, machine, slots)) == []
+
+
+def test_a_four_slot_machine_is_sent_one_task_a_slot_and_one_prefetched():
+    core = four_slot_core()
+    assert core.handle(c.RunStarted(0.0)) == [c.Acquire("big", 2)]
+    up(core, "m1")
+    actions = core.handle(c.WorkerAsked(0.0, "m1", 5))
+    assert [type(a) for a in actions] == [c.Dispatch] * 5
+    assert len({a.task for a in actions}) == 5
+    machine = core.machines["m1"]
+    assert (machine.running, machine.free_slots, machine.started) == (4, 0, [0.0] * 4)
+    assert core.handle(c.WorkerAsked(0.0, "m1", 1)) == []  # 4 running + 1 prefetched: full
+
+
+def test_a_result_frees_a_slot_for_the_prefetched_task_and_asks_for_one_more():
+    core = four_slot_core()
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    sent = [a.task for a in core.handle(c.WorkerAsked(0.0, "m1", 5))]
+    actions = core.handle(c.TaskFinished(7.0, "m1", sent[2], 1, 0, 7.0, ask=True))
+    assert actions[0] == c.RecordResult(sent[2], "done", "m1", 1, 0, 7.0, False, b"", b"")
+    assert [type(a) for a in actions[1:]] == [c.Dispatch]
+    machine = core.machines["m1"]
+    assert machine.started == [0.0, 0.0, 0.0, 7.0]  # the prefetched task took the slot at 7 s
+    assert (machine.nt, machine.rt, machine.running_since) == (1, 7.0, 0.0)
+
+
+def test_losing_a_machine_with_four_tasks_in_flight_puts_all_back_and_replaces_it():
+    core = four_slot_core(tasks=range(1, 6))
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    up(core, "m2")
+    sent = {a.task for a in core.handle(c.WorkerAsked(0.0, "m1", 4))}
+    assert len(sent) == 4
+    last = core.handle(c.WorkerAsked(0.0, "m2", 5))  # the fifth task; m2 then waits for more
+    assert len(last) == 1
+    actions = core.handle(c.MachineLost(2.0, "m1", "process exited"))
+    # m2 has 3 free slots and a prefetch place: all four come back to it (second attempts)
+    assert sorted((a.task, a.attempt) for a in actions if isinstance(a, c.Dispatch)) == sorted((t, 2) for t in sent)
+    assert c.Acquire("big", 1) in actions
+    assert core.machines["m1"].held == [] and core.machines["m1"].started == []
+    assert core.machines["m2"].running == 4
+
+
+def test_a_busy_machine_gets_no_prefetched_task_while_another_has_free_slots_near_the_end():
+    core = four_slot_core(tasks=range(1, 7))
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    up(core, "m2")
+    assert len(core.handle(c.WorkerAsked(0.0, "m1", 5))) == 4  # the fifth would wait for a slot: m2 has four free
+    assert len(core.handle(c.WorkerAsked(0.0, "m2", 5))) == 2
+
+
+def test_auto_slots_take_the_machines_reported_cpus():
+    cluster = ClusterConfig("pool", "local", max=1, slots=None)
+    assert cluster.slots_for(12) == 12 and cluster.slots_for(0) == 1
+    core = c.Core(range(1, 4), {"pool": cluster}, random.Random(1))
+    core.handle(c.RunStarted(0.0))
+    core.handle(c.MachineAcquired(0.0, "p1", "pool"))
+    core.handle(c.MachineUp(0.0, "p1", cluster.slots_for(3)))
+    assert core.cluster_slots["pool"] == 3
+    assert len(core.handle(c.WorkerAsked(0.0, "p1", 4))) == 3
+
+
+def test_one_slot_figures_are_unchanged_and_k_slots_multiply_the_speed():
+    one = Planner([ClusterPlan("a", 60.0, 1.0, 3600.0, 10)], 1000)
+    four = Planner([ClusterPlan("a", 60.0, 1.0, 3600.0, 10, slots=4)], 1000)
+    assert one.estimate({"a": 10}).makespan_s == pytest.approx(6000.0)
+    assert four.estimate({"a": 10}).makespan_s == pytest.approx(1500.0)
+    assert four.estimate({"a": 10}).delta_n == 1000 - 10 * 4 * 60  # whole tasks per slot in one ATU
+    # no machine planned without a task for each of its slots: 1,000 tasks fill 250 four-slot machines
+    assert Planner([ClusterPlan("a", 60.0, 1.0, 3600.0, 10_000, slots=4)], 1000).all_machines == {"a": 250}
+
+
+def brute_force_fastest(clusters: list[ClusterPlan], n: int, budget: float):
+    best = None
+    for config in itertools.product(*(range(cl.max + 1) for cl in clusters)):
+        speed = sum(a * cl.speed for a, cl in zip(config, clusters))
+        if speed <= 0:
+            continue
+        makespan = n / speed
+        cost = sum(a * cl.price * math.ceil(makespan / cl.atu_s - 1e-9) for a, cl in zip(config, clusters) if a)
+        if cost <= budget + 1e-9 and (best is None or makespan < best[0] - 1e-9):
+            best = (makespan, config)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_planner_with_slots_agrees_with_brute_force(seed):
+    rng = random.Random(seed)
+    clusters = [ClusterPlan(f"c{i}", rng.uniform(20, 400), rng.choice([0.5, 1.0, 2.0, 3.5]), 3600.0,
+                            rng.randint(1, 4), slots=rng.choice([1, 2, 4, 8])) for i in range(3)]
+    n = rng.randint(50, 3000)
+    planner = Planner(clusters, n)
+    for budget in (5.0, 20.0, 60.0):
+        expected = brute_force_fastest(clusters, n, budget)
+        got = planner.fastest_within(budget)
+        if expected is None:
+            assert got is None
+        else:
+            assert got is not None
+            assert planner.estimate(got).makespan_s == pytest.approx(expected[0], rel=1e-9)
+
+
+def test_the_ga_uses_the_same_speeds():
+    clusters = [ClusterPlan("wide", 100.0, 4.0, 3600.0, 3, slots=8), ClusterPlan("narrow", 50.0, 1.0, 3600.0, 3)]
+    front = ga_front(clusters, 2000, 5)
+    exact = Planner(clusters, 2000)
+    for estimate in front:
+        assert estimate.makespan_s == pytest.approx(exact.estimate(estimate.machines).makespan_s)
+    fastest = min(front, key=lambda e: e.makespan_s)
+    assert fastest.machines["wide"] == 3  # 8 slots of 100 s beat one 50 s slot for each machine
