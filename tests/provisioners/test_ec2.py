@@ -511,3 +511,27 @@ def test_instances_launched_but_never_journaled_are_charged_from_their_acquisiti
     with sqlite3.connect(f"file:{tmp_path / 'run' / 'journal.sqlite'}?mode=ro", uri=True) as db:
         (intents,) = db.execute("SELECT value FROM meta WHERE key = 'acquiring'").fetchone()
     assert json.loads(intents) == []  # settled: the resumed session's own acquisitions returned too
+
+
+# ---------------------------------------------------------------- slots = "auto"
+def test_auto_slots_are_the_instance_types_vcpus(aws):
+    assert make(aws, instance_type="c5.4xlarge").machine_cpus() == 16
+    assert make(aws, instance_type="t3.micro").machine_cpus() == 2
+
+
+def test_a_run_with_auto_slots_plans_and_runs_with_the_instance_types_vcpus(aws, tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text(CONFIG + cluster("wide", aws.endpoint, 1, 'price = 0.5\nslots = "auto"'))
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("".join(f"sleep 0.3; echo task {i}\n" for i in range(1, 9)))
+    with CloudPlayer(aws, tmp_path / "machines") as cloud:
+        proc = subprocess.run([*MASTER, "--bag", str(bag), "--config", str(config), "--state-dir", "run",
+                               "--policy", "self"], cwd=tmp_path, capture_output=True, text=True, timeout=90,
+                              env=master_env())
+        assert proc.returncode == 0, proc.stderr
+        assert not cloud.errors
+    assert 'cluster wide: slots = "auto": 2 per machine' in proc.stderr  # t3.micro: 2 vCPUs
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["clusters"]["wide"]["slots"] == 2
+    (machine,) = report["machines"]
+    assert machine["slots"] == 2 and machine["nt"] == 8

@@ -514,3 +514,39 @@ def test_a_worker_whose_named_parent_is_gone_before_it_starts_leaves_at_once(tmp
                                                                      "BATS_TOKEN": "t"})
     assert proc.wait(timeout=20) == 0
     assert "parent process" in proc.stderr.read()
+
+
+# -- several slots -----------------------------------------------------------------------------
+
+
+def test_a_worker_with_three_slots_runs_three_tasks_at_once_and_asks_for_slots_plus_prefetch(
+        master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
+    spawn(master.endpoint)
+    master.expect("hello", timeout=10)
+    master.welcome(slots=3)
+    assert master.expect("ask")["n"] == 4  # three slots and one prefetched
+    gate = shlex.quote(str(tmp_path / "gate"))
+    for task in (1, 2, 3):  # each waits until all three have started: only possible side by side
+        master.task(task, f"echo {task} >> {gate}; while [ $(wc -l < {gate}) -lt 3 ]; do sleep 0.05; done",
+                    timeout_s=10)
+    master.task(4, f"wc -l < {gate}")  # queued until a slot frees
+    results = {r["task"]: r for r in (master.expect("result", timeout=10) for _ in range(4))}
+    assert all(results[t]["exit_code"] == 0 and not results[t]["timed_out"] for t in (1, 2, 3))
+    assert results[4]["stdout"].strip() == b"3"
+
+
+def test_a_timeout_or_cancel_on_one_slot_leaves_the_others_running(master: FakeMaster, spawn: Any,
+                                                                    tmp_path: Path) -> None:
+    spawn(master.endpoint)
+    master.expect("hello", timeout=10)
+    master.welcome(slots=3)
+    master.expect("ask")
+    master.task(1, "sleep 30", timeout_s=0.5)
+    master.task(2, "sleep 30")
+    master.task(3, "sleep 1; echo three")
+    first = master.expect("result")
+    assert (first["task"], first["timed_out"]) == (1, True)
+    master.send("cancel", task=2, attempt=0)
+    assert master.expect("ask")["n"] == 1  # no result for the cancelled attempt
+    third = master.expect("result")
+    assert (third["task"], third["stdout"], third["exit_code"]) == (3, b"three\n", 0)
