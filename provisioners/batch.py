@@ -16,6 +16,11 @@ that is killed, so :meth:`cleanup` (at the start of a ``--resume``d session, and
 cleanup``) lists this user's jobs by name and cancels those of this run and cluster; left running
 they would hold the queue's slots and the resumed run's jobs would wait behind them.
 
+A cluster with ``slots = K`` (K > 1) asks the scheduler for K slots on one host for each worker
+job (SGE: ``-pe PE K`` with the cluster's ``parallel_environment``; Slurm: ``--cpus-per-task=K``),
+so the worker's K tasks run on what the job was given; ``slots = "auto"`` is refused here (a job
+must say what it asks for).
+
 A subclass supplies the command lines: ``_submit_argv``, ``_job_id``, ``_cancel_argv``,
 ``_query_argv`` and ``_parse_query``, plus its ``STATES`` table and options.
 """
@@ -50,6 +55,11 @@ class BatchProvisioner(CommandProvisioner):
     STATES: ClassVar[dict[str, NodeState]] = {}
     #: what the cancel command says about a job that has already ended (not an error on release)
     ALREADY_GONE: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def check_config(cls, cluster: ClusterConfig) -> None:
+        if cluster.slots is None:
+            raise ValueError("slots", "a batch job must ask for its slots: give a number, not \"auto\"")
 
     @classmethod
     def preflight(cls, cluster: ClusterConfig, config_dir: str) -> None:

@@ -173,6 +173,11 @@ class LibcloudProvisioner(Provisioner):
         self._resolved = {"size": size, "image": image, "location": location}
         return self._resolved
 
+    def machine_cpus(self) -> int | None:
+        """The size's vCPUs where the driver says them (OpenStack ``vcpus``, EC2 ``vcpu``, GCE
+        ``guestCpus``); None otherwise (the worker's hello tells)."""
+        return size_cpus(self._resolve()["size"])
+
     def acquire(self, n: int) -> list[MachineHandle]:
         launched: list[MachineHandle] = []
         for _ in range(n):
@@ -285,3 +290,18 @@ def _match(items: list[Any], wanted: str, what: str, cluster: str) -> Any:
             return item
     known = ", ".join(sorted({str(getattr(i, "name", None) or i.id) for i in items})[:12])
     raise ProvisionerError(f"cluster {cluster}: {what}: {wanted!r} is not offered (some that are: {known})")
+
+
+def size_cpus(size: Any) -> int | None:
+    """The vCPUs a libcloud ``NodeSize`` names, in the attribute or ``extra`` key its driver uses."""
+    for value in (getattr(size, "vcpus", None),
+                  *((getattr(size, "extra", None) or {}).get(k) for k in ("vcpus", "vcpu", "cpu", "cpus", "guestCpus"))):
+        if isinstance(value, bool):
+            continue
+        try:
+            cpus = int(value)  # some drivers give "4"
+        except (TypeError, ValueError):
+            continue
+        if cpus > 0:
+            return cpus
+    return None

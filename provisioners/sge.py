@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
-from bats.common.config import OptionSpec
+from bats.common.config import ClusterConfig, OptionSpec
 from bats.provisioners.base import MachineHandle, NodeState, ProvisionerError
 from bats.provisioners.batch import BatchProvisioner
 from bats.provisioners.commands import COMMON_OPTIONS
@@ -49,7 +49,8 @@ class SgeProvisioner(BatchProvisioner):
         "queue": ("str", None),  # qsub -q
         "project": ("str", None),  # qsub -P
         "resources": ("str", None),  # qsub -l, e.g. "h_vmem=2G,h_rt=4:00:00"
-        "qsub_args": ("list", []),  # anything else for qsub, e.g. ["-pe", "smp", "4"]
+        "qsub_args": ("list", []),  # anything else for qsub, e.g. ["-l", "h_vmem=2G"]
+        "parallel_environment": ("str", None),  # with slots = K > 1: qsub -pe PE K (a PE with allocation_rule $pe_slots)
         "log_dir": ("str", None),  # worker logs on the execution hosts (absolute); default none
     }
     COMMANDS = ("qsub", "qstat", "qdel")
@@ -58,12 +59,23 @@ class SgeProvisioner(BatchProvisioner):
     STATES = _STATES
     ALREADY_GONE = ("does not exist", "already in deletion")
 
+    @classmethod
+    def check_config(cls, cluster: ClusterConfig) -> None:
+        super().check_config(cluster)
+        asks_pe = "-pe" in (cluster.options.get("qsub_args") or [])
+        if (cluster.slots or 1) > 1 and not cluster.options.get("parallel_environment") and not asks_pe:
+            raise ValueError("slots", f"{cluster.slots} slots a job need a parallel environment that puts them on one "
+                             "host: set parallel_environment (e.g. \"smp\", allocation_rule $pe_slots)")
+
     def _submit_argv(self, handle: MachineHandle, job_name: str, output: str) -> list[str]:
         options = self.cluster.options
         argv = ["qsub", "-terse", "-S", "/bin/sh", "-N", job_name, "-o", output, "-j", "y"]
         for flag, key in (("-q", "queue"), ("-P", "project"), ("-l", "resources")):
             if options.get(key):
                 argv += [flag, options[key]]
+        slots = self.cluster.slots or 1
+        if slots > 1 and options.get("parallel_environment"):
+            argv += ["-pe", options["parallel_environment"], str(slots)]
         return argv + list(options.get("qsub_args") or [])
 
     def _job_id(self, stdout: str) -> str:

@@ -63,6 +63,8 @@ class SlurmProvisioner(BatchProvisioner):
                 argv.append(f"--{key}={options[key]}")
         if options.get("time_limit"):
             argv.append(f"--time={max(1, math.ceil(options['time_limit'] / 60))}")
+        if (self.cluster.slots or 1) > 1:  # the worker's tasks run on the CPUs the job was given
+            argv.append(f"--cpus-per-task={self.cluster.slots}")
         return argv + list(options.get("sbatch_args") or [])
 
     def _job_id(self, stdout: str) -> str:

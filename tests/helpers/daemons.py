@@ -147,6 +147,9 @@ def start_sge() -> Callable[[], None] | None:
                    "sge_qmaster")
     if _sh("qconf", "-sq", "main.q", env=SGE_ENV, check=False).returncode != 0:
         _configure_sge(host)
+    # the smp parallel environment (allocation_rule $pe_slots) on main.q: jobs of several slots on one host
+    if "smp" not in _sh("qconf", "-sq", "main.q", env=SGE_ENV).stdout.split("pe_list", 1)[-1].splitlines()[0]:
+        _sh("qconf", "-aattr", "queue", "pe_list", "smp", "main.q", env=SGE_ENV)
     _sh("/usr/sbin/sge_execd", env=SGE_ENV)
     wait_for(_sge_answers, 60, "the main.q queue instance to come up")
 

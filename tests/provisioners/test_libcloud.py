@@ -161,3 +161,10 @@ status_poll = "0.5s"
     found = instances(aws)
     assert {tags(i)["bats:machine"] for i in found.values()} == {m["id"] for m in report["machines"]}
     assert all(i["State"]["Name"] == "terminated" for i in found.values())
+
+
+def test_auto_slots_are_the_sizes_vcpus_where_the_driver_says_them(aws):
+    assert ec2(aws, size="c5.4xlarge").machine_cpus() == 16  # libcloud's EC2 sizes carry extra["vcpu"]
+    dummy = make({"driver": "dummy", "driver_args": {"creds": 0}, "size": "Small", "image": "1",
+                  "userdata_arg": "", "tags_arg": ""})
+    assert dummy.machine_cpus() is None  # the dummy's sizes say nothing: the worker's hello will

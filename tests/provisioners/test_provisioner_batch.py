@@ -5,6 +5,7 @@ task re-run, a held job counted BOOTING; plus the state tables and config errors
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,7 +19,8 @@ from helpers.daemons import SGE_ENV, running, start_sge, start_slurm
 from helpers.runs import MASTER, kill_all, wait_for
 from helpers.runs import results as export
 
-from bats.common.config import ClusterConfig
+from bats.common.config import ClusterConfig, ConfigError
+from bats.master.cli.args import load_cluster_config
 from bats.provisioners.base import (
     Bootstrap,
     NodeState,
@@ -307,3 +309,56 @@ def test_sge_offers_come_from_the_real_queue(tmp_path, backend):
         assert prov.offers(20, 60.0, 1.0) is not None  # an impossible deadline: offers past it, or none
     finally:
         prov.close()
+
+
+def test_a_job_asks_for_the_clusters_slots_on_one_host():
+    sge = offline(SgeProvisioner, parallel_environment="smp")
+    sge.cluster = dataclasses.replace(sge.cluster, slots=4)
+    assert sge._submit_argv(sge.new_handle(), "j", "/dev/null")[-3:] == ["-pe", "smp", "4"]
+    slurm = offline(SlurmProvisioner)
+    slurm.cluster = dataclasses.replace(slurm.cluster, slots=4)
+    assert slurm._submit_argv(slurm.new_handle(), "j", "/dev/null")[-1] == "--cpus-per-task=4"
+    one = offline(SlurmProvisioner)
+    assert not any(a.startswith("--cpus-per-task") for a in one._submit_argv(one.new_handle(), "j", "/dev/null"))
+
+
+@pytest.mark.parametrize("cls, slots, options, message", [
+    (SgeProvisioner, 4, {}, "slots: 4 slots a job need a parallel environment"),
+    (SgeProvisioner, None, {}, 'slots: a batch job must ask for its slots: give a number, not "auto"'),
+    (SlurmProvisioner, None, {}, 'slots: a batch job must ask for its slots'),
+])
+def test_slots_a_batch_job_cannot_ask_for_are_a_config_error(tmp_path, cls, slots, options, message):
+    config = tmp_path / "c.toml"
+    backend = "sge" if cls is SgeProvisioner else "slurm"
+    value = '"auto"' if slots is None else str(slots)
+    config.write_text(f'[clusters.c]\nprovisioner = "{backend}"\nmax = 1\nslots = {value}\n')
+    with pytest.raises(ConfigError, match=f"c.toml: \\[clusters.c\\] {message}"):
+        load_cluster_config(str(config), None)
+    if cls is SgeProvisioner and slots:
+        config.write_text(config.read_text() + 'parallel_environment = "smp"\n')
+        assert load_cluster_config(str(config), None).clusters["c"].slots == 4
+
+
+def test_a_worker_job_of_two_slots_runs_two_tasks_at_once_on_the_slots_it_was_given(tmp_path, backend):
+    cluster = f"{backend}{os.getpid()}slots"
+    config = write_config(tmp_path / "c.toml", backend, cluster, 1)
+    config.write_text(config.read_text() + "slots = 2\n" + ('parallel_environment = "smp"\n' if backend == "sge" else ""))
+    gate = tmp_path / "gate"
+    granted = "$NSLOTS" if backend == "sge" else "$SLURM_CPUS_PER_TASK"
+    # each pair of tasks waits until both have started: only two slots side by side get past it
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("".join(f"echo {i} >> {gate}; n=0; while [ $(wc -l < {gate}) -lt {2 * ((i + 1) // 2)} ] && "
+                           f"[ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done; echo {granted} $(wc -l < {gate})\n"
+                           for i in range(1, 5)))
+    proc = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--policy", "self",
+                           "--state-dir", str(tmp_path / "run")], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180)
+    kill_all(worker_procs(cluster))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    (machine,) = report["machines"]
+    assert machine["slots"] == 2 and machine["nt"] == 4
+    rows = export(tmp_path / "run")
+    assert all(r["stdout"].split()[0] == "2" for r in rows), rows  # the job was given two slots
+    # no task gave up waiting: each found its partner started (two ran at once)
+    assert all(int(r["stdout"].split()[1]) >= 2 * ((r["id"] + 1) // 2) for r in rows), rows
