@@ -296,7 +296,7 @@ def size_cpus(size: Any) -> int | None:
     """The vCPUs a libcloud ``NodeSize`` names, in the attribute or ``extra`` key its driver uses."""
     for value in (getattr(size, "vcpus", None),
                   *((getattr(size, "extra", None) or {}).get(k) for k in ("vcpus", "vcpu", "cpu", "cpus", "guestCpus"))):
-        if isinstance(value, bool):
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float, str)):
             continue
         try:
             cpus = int(value)  # some drivers give "4"
