@@ -1,12 +1,13 @@
 """``make bench``: BaTS master benchmarks with the real ``bats-master`` and real worker processes.
 
-    .venv/bin/python bench/run.py [--repeats N] [--quick] [--full] [--only 1,2,3,6] [--variants 2:auto,2:1,4:auto]
+    .venv/bin/python bench/run.py [--repeats N] [--quick] [--full] [--only 1,2,3,6] [--variants 2:auto,2:1,4:auto,2:auto:8]
                                   [--output FILE]
 
 1. No-op dispatch throughput: 50,000 ``true`` tasks on a ``noop`` local cluster, for each variant
    (max workers, ``[master] prefetch``): by default max=2 prefetch=auto (the default configuration,
    no ``prefetch`` key), max=2 prefetch=1 (the issue's original design, written explicitly) and
-   max=4 prefetch=auto; each beside its transport floor, a bare pyzmq ROUTER with the same workers
+   max=4 prefetch=auto, and max=2 prefetch=auto slots=8 (two machines of 8 slots: each worker holds
+   8 - 1 + 1 + prefetch tasks); each beside its transport floor, a bare pyzmq ROUTER with the same workers
    and tasks in flight (``bench/zmq_floor.py``; 16 for auto, whose depth reaches its maximum with
    no-op tasks), alternating within every repeat.
 2. Real shell tasks: 2,000 ``true`` tasks with ``--workers 2`` against ``parallel -j2``.
@@ -75,7 +76,7 @@ AUTO = "auto"  # ``[master] prefetch = "auto"``: the default, what a config with
 DEFAULT_PREFETCH = AUTO
 MAX_PREFETCH = 15  # as bats.common.config.MAX_PREFETCH
 AUTO_PREFETCH_MAX = 15  # as bats.common.config.AUTO_PREFETCH_MAX: auto's prefetch for tasks under 10 ms
-DEFAULT_VARIANTS = "2:auto,2:1,4:auto"  # benchmark 1: max:prefetch
+DEFAULT_VARIANTS = "2:auto,2:1,4:auto,2:auto:8"  # benchmark 1: max:prefetch[:slots]
 N_NOOP = 50_000  # benchmark 1's bag (100,000 before it ran three variants and their floors)
 
 
@@ -136,8 +137,9 @@ def write_bag(path: Path, lines: Callable[[int], str], n: int) -> Path:
     return path
 
 
-def write_noop_config(path: Path, max_workers: int, prefetch: int | str = DEFAULT_PREFETCH) -> Path:
-    """A noop cluster's config; ``prefetch = P`` is written for an integer P, nothing for auto (the default)."""
+def write_noop_config(path: Path, max_workers: int, prefetch: int | str = DEFAULT_PREFETCH, slots: int = 1) -> Path:
+    """A noop cluster's config; ``prefetch = P`` is written for an integer P, nothing for auto (the default);
+    ``slots = K`` for K > 1."""
     master = f"[master]\nprefetch = {prefetch}\n\n" if prefetch != AUTO else ""
     path.write_text(
         "# bench: one local cluster whose workers skip the command and report at once\n"
@@ -147,6 +149,7 @@ def write_noop_config(path: Path, max_workers: int, prefetch: int | str = DEFAUL
         f"max = {max_workers}\n"
         "price = 0\n"
         "noop = true\n"
+        + (f"slots = {slots}\n" if slots > 1 else "")
     )
     return path
 
@@ -188,29 +191,32 @@ class Variant:
 
     max: int
     prefetch: int | str = DEFAULT_PREFETCH
+    slots: int = 1
 
     @property
     def label(self) -> str:
-        return f"max={self.max} prefetch={self.prefetch}"
+        return f"max={self.max} prefetch={self.prefetch}" + (f" slots={self.slots}" if self.slots > 1 else "")
 
     @property
     def depth(self) -> int:
-        """Tasks in flight per worker, the transport floor's D: 1 + P, or for auto 1 + AUTO_PREFETCH_MAX
+        """Tasks in flight per worker, the transport floor's D: K + P, or for auto K + AUTO_PREFETCH_MAX
         (with no-op tasks the core's adaptive depth reaches its maximum after the first result)."""
-        return 1 + (AUTO_PREFETCH_MAX if self.prefetch == AUTO else int(self.prefetch))
+        return self.slots + (AUTO_PREFETCH_MAX if self.prefetch == AUTO else int(self.prefetch))
 
 
 def parse_variants(text: str) -> list[Variant]:
-    """``"2:auto,2:1,4:auto"`` (max:prefetch, prefetch ``auto`` or 0-15; a bare ``max`` means auto) -> variants."""
+    """``"2:auto,2:1,4:auto,2:auto:8"`` (max:prefetch[:slots], prefetch ``auto`` or 0-15; a bare ``max`` means
+    auto) -> variants."""
     variants: list[Variant] = []
     for item in (x.strip() for x in text.split(",")):
         if not item:
             continue
-        max_text, _, prefetch_text = item.partition(":")
+        max_text, _, rest = item.partition(":")
+        prefetch_text, _, slots_text = rest.partition(":")
         prefetch_text = prefetch_text.strip().lower()
         try:
             prefetch = AUTO if prefetch_text in ("", AUTO) else int(prefetch_text)
-            v = Variant(int(max_text), prefetch)
+            v = Variant(int(max_text), prefetch, int(slots_text) if slots_text.strip() else 1)
         except ValueError:
             raise ValueError(f"expected MAX:auto, MAX:PREFETCH or MAX, such as 2:auto or 2:1, got {item!r}") from None
         if v.max < 1 or (v.prefetch != AUTO and not 0 <= int(v.prefetch) <= MAX_PREFETCH):
@@ -226,7 +232,7 @@ def parse_variants(text: str) -> list[Variant]:
 def default_variant(variants: list[Variant]) -> Variant | None:
     """The variant that is the default configuration: prefetch left at its default (auto, no key
     written), and preferably ``max = 2``, the worker count of benchmark 2 and of the full big-bag run."""
-    plain = [v for v in variants if v.prefetch == DEFAULT_PREFETCH]
+    plain = [v for v in variants if v.prefetch == DEFAULT_PREFETCH and v.slots == 1]
     return next((v for v in plain if v.max == 2), plain[0] if plain else None)
 
 
@@ -268,7 +274,8 @@ def bench_noop(work: Path, repeats: Repeats, n_tasks: int, variants: list[Varian
     bag = write_bag(work / "noop-bag.txt", lambda i: "true", n_tasks)
     small_n = 10
     small = write_bag(work / "noop-bag-10.txt", lambda i: "true", small_n)
-    configs = {v: write_noop_config(work / f"noop-{v.max}-{v.prefetch}.toml", v.max, v.prefetch) for v in variants}
+    configs = {v: write_noop_config(work / f"noop-{v.max}-{v.prefetch}-{v.slots}.toml", v.max, v.prefetch, v.slots)
+               for v in variants}
     default = default_variant(variants)
     rows: dict[Variant, list[dict[str, Any]]] = {v: [] for v in variants}
     steps = [(v, kind) for v in variants for kind in ("bats", "floor")]

@@ -10,6 +10,7 @@ import pytest
 
 from bats.common.config import ClusterConfig
 from bats.master import core as c
+from bats.master.core.deadline.ilp import DeadlineCluster, cheapest_plan
 from bats.master.core.planning.ga import ga_front
 from bats.master.core.planning.planner import ClusterPlan, Planner
 
@@ -134,3 +135,13 @@ def test_the_ga_uses_the_same_speeds():
         assert estimate.makespan_s == pytest.approx(exact.estimate(estimate.machines).makespan_s)
     fastest = min(front, key=lambda e: e.makespan_s)
     assert fastest.machines["wide"] == 3  # 8 slots of 100 s beat one 50 s slot for each machine
+
+
+def test_the_deadline_ilp_counts_a_machines_slots():
+    """An hour of 60 s tasks: a one-slot machine does 59 whole tasks, a four-slot one 4 x 59 = 236."""
+    one = DeadlineCluster("cloud", 60.0, 1.0, 3600.0, 10)
+    four = DeadlineCluster("cloud", 60.0, 4.0, 3600.0, 10, slots=4)
+    assert cheapest_plan([one], 236, 3600).counts == {"cloud": (4,) * 6}
+    plan = cheapest_plan([four], 236, 3600)
+    assert plan.counts == {"cloud": (1,) * 6} and plan.cost == 4.0
+    assert cheapest_plan([four], 237, 3600).counts == {"cloud": (2,) * 6}

@@ -22,6 +22,8 @@ cluster j the program has:
   - whole tasks (``tail_tasks``, default 1): a machine active for t seconds finishes at least
     ``t / T_j - 1`` tasks, so one task per machine slot, ``x[0,j]``, is taken off (the paper's
     eq. 31 takes an initialisation penalty per machine the same way).
+  - a machine with ``slots`` k_j runs k_j tasks at once: its work is k_j t / T_j, and it gives up
+    k_j tail tasks.
   ``sum work >= N`` (eq. 21).
 * cost: per cluster, by its ATU a_j:
   - ``a_j >= L``: billing variables per ATU (eqs. 23-24). ``bill[h,j] >= x[i,j]`` for every
@@ -77,6 +79,11 @@ class DeadlineCluster:
     min_charge_s: float = 0.0
     boot_s: float = 0.0
     live: int = 0
+    slots: int = 1  # tasks a machine runs at once: its speed is slots / mean_s
+
+    @property
+    def speed(self) -> float:
+        return self.slots / self.mean_s
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.mean_s) and self.mean_s > 0):
@@ -244,7 +251,7 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
             k = model.x(j, i)
             upper[k] = cl.max
             integral[k] = 1
-            cap = lengths[i] / cl.mean_s
+            cap = lengths[i] * cl.speed
             work[k] += cap
             early[k] = (n_int - i) * cap
             if i + 1 < n_int:  # eq. 22: counts never grow
@@ -253,12 +260,12 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
                 rows.append(r)
                 lo.append(0.0)
                 hi.append(np.inf)
-        work[model.x(j, 0)] -= tail_tasks  # whole tasks: one per machine slot
+        work[model.x(j, 0)] -= tail_tasks * cl.slots  # whole tasks: one per machine slot
         for (jj, i), k in y_index.items():  # boot delay: new machines lose the seconds before boot_s
             if jj != j:
                 continue
             lost = min(bounds[i + 1], cl.boot_s) - bounds[i]
-            work[k] -= lost / cl.mean_s
+            work[k] -= lost * cl.speed
             r = row()
             r[k], r[model.x(j, i)] = 1.0, -1.0
             rows.append(r)
@@ -339,9 +346,9 @@ def plan_work(clusters: Sequence[DeadlineCluster], bounds: Sequence[float], coun
         for i, length in enumerate(lengths):
             new = max(0, xs[i] - cl.live)
             lost = max(0.0, min(bounds[i + 1], cl.boot_s) - bounds[i])
-            work[i] += (xs[i] * length - new * lost) / cl.mean_s
+            work[i] += (xs[i] * length - new * lost) * cl.speed
         if len(xs):
-            work[0] -= tail_tasks * xs[0]
+            work[0] -= tail_tasks * cl.slots * xs[0]
     return work
 
 

@@ -123,7 +123,8 @@ class DeadlineCore(BatsCore):
             mean = max(1e-6, self._stats(name, now).mean_s)
             live = len(self.live_machines(name))
             out.append(DeadlineCluster(name, mean, self.prices[name], cl.atu_s, cl.max if usable else 0,
-                                       cl.min_charge_s, self._boot_s(name), min(live, cl.max if usable else 0)))
+                                       cl.min_charge_s, self._boot_s(name), min(live, cl.max if usable else 0),
+                                       self.cluster_slots[name]))
         return out
 
     def _solve(self, now: float) -> tuple[DeadlinePlan | None, bool]:
