@@ -40,7 +40,8 @@ def make_core(tasks: int = 30, clusters=None, settings_=SETTINGS, seed: int = 1)
 
 class Driver(BaseDriver):
     """Feeds a core by hand and keeps, per machine, the tasks it was sent with the time each will
-    end (one at a time, ``runtimes[cluster]`` seconds each); :meth:`step` reports the earliest."""
+    end (``runtimes[cluster]`` seconds each, as many at once as the machine has slots, one after
+    the other beyond those); :meth:`step` reports the earliest."""
 
     def __init__(self, core: BatsCore, runtimes: dict[str, float] | None = None) -> None:
         self.core = core
@@ -61,7 +62,8 @@ class Driver(BaseDriver):
     @carries_out(c.Dispatch)
     def _dispatch(self, a: c.Dispatch) -> None:
         queue = self.running.setdefault(a.machine, [])
-        start = queue[-1][0] if queue else self.now
+        slots = self.core.machines[a.machine].slots
+        start = max(self.now, queue[-slots][0]) if len(queue) >= slots else self.now  # when a slot frees
         queue.append((start + self.runtimes[self.core.machines[a.machine].cluster], a.task, a.attempt))
 
     @carries_out(c.Cancel)
@@ -84,9 +86,10 @@ class Driver(BaseDriver):
         """Machines acquired, booted and asking for a task; ``a1`` is of cluster ``a``."""
         actions = []
         for m in machines:
+            slots = self.core.clusters[m[0]].slots or 1
             assert self.feed(c.MachineAcquired(now, m, m[0])) == []
-            assert self.feed(c.MachineUp(now, m)) == []
-            actions += self.feed(c.WorkerAsked(now, m, 1))
+            assert self.feed(c.MachineUp(now, m, slots)) == []
+            actions += self.feed(c.WorkerAsked(now, m, slots))
         return actions
 
     def next_time(self) -> float | None:

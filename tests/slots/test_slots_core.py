@@ -8,8 +8,13 @@ import random
 
 import pytest
 
+from helpers.cores import DONE_SAMPLING, SETTINGS, Driver
+
 from bats.common.config import ClusterConfig
 from bats.master import core as c
+from bats.master.core.bats import policy as b
+from bats.master.core.bats.policy import BatsCore
+from bats.master.core.events import ScheduleChosen
 from bats.master.core.deadline.ilp import DeadlineCluster, cheapest_plan
 from bats.master.core.planning.ga import ga_front
 from bats.master.core.planning.planner import ClusterPlan, Planner
@@ -145,3 +150,79 @@ def test_the_deadline_ilp_counts_a_machines_slots():
     plan = cheapest_plan([four], 236, 3600)
     assert plan.counts == {"cloud": (1,) * 6} and plan.cost == 4.0
     assert cheapest_plan([four], 237, 3600).counts == {"cloud": (2,) * 6}
+
+
+# ---------------------------------------------------------------- BaTS with four-slot machines
+def four_slot_clusters() -> dict[str, ClusterConfig]:
+    return {"a": ClusterConfig("a", "local", max=3, price=1.0, atu_s=100.0, slots=4),
+            "b": ClusterConfig("b", "local", max=3, price=2.0, atu_s=100.0)}
+
+
+def test_bats_samples_four_at_a_time_on_a_four_slot_machine_and_plans_with_its_speed():
+    core = BatsCore(range(1, 121), four_slot_clusters(), random.Random(1), SETTINGS, max_held=1)
+    d = Driver(core)
+    assert d.feed(c.RunStarted(0.0)) == [c.Acquire("a", 2), c.Acquire("b", 2)]
+    r = list(core.sample.order)
+    first = d.up(0.0, "a1")
+    # the replicated copies come first, four at once: one a slot
+    assert first == [c.Dispatch("a1", r[0], 1), c.Dispatch("a1", r[1], 1), c.Dispatch("a1", r[2], 1),
+                     c.Dispatch("a1", r[3], 1)]
+    d.up(0.0, "a2", "b1", "b2")
+    d.until(lambda: core.phase != b.SAMPLING)
+    replicas = [(core.machines[a.machine].cluster, a.task) for a in d.actions
+                if isinstance(a, c.Dispatch) and a.task in r]
+    assert all(replicas.count((k, t)) == 1 for k in "ab" for t in r)  # each cluster runs each replica once
+    assert core.cluster_slots == {"a": 4, "b": 1}
+    for option in core.options:  # T_e = N / sum a_i k_i / T_i, a's k = 4
+        a, bb = option.machines["a"], option.machines["b"]
+        means = {name: mean for name, (mean, _sd) in core.plan_estimates.items()}
+        speed = a * 4 / means["a"] + bb / means["b"]
+        assert option.makespan_s == pytest.approx(core.tasks_at_plan / speed, rel=1e-6)
+
+
+def test_bats_runs_a_bag_on_four_slot_machines_once_each_and_releases_them_with_tasks_running():
+    core = BatsCore(range(1, 121), four_slot_clusters(), random.Random(1), SETTINGS, max_held=1)
+    d = Driver(core)
+    d.feed(c.RunStarted(0.0))
+    d.up(0.0, "a1", "a2", "b1", "b2")
+    event, _ = d.until(lambda: core.phase != b.SAMPLING)
+    d.feed(ScheduleChosen(event.now, core.choose("fastest")))
+    while core.finished is None and d.next_time() is not None:
+        d.step()
+    assert core.finished is not None and core.finished.status == "done"
+    recorded = [a.task for a in d.actions if isinstance(a, c.RecordResult)]
+    assert sorted(recorded) == list(range(1, 121))  # every task once
+    released = [a for a in d.actions if isinstance(a, c.Release)]
+    # sampling machines were let go at their ATU's end, some with all four slots busy: their tasks
+    # went back into the bag and ran elsewhere (each recorded once above)
+    assert any(a.reason == DONE_SAMPLING or a.reason == "bag done" for a in released)
+    assert all(m.state is c.MachineState.GONE for m in core.machines.values())
+    assert core.report(d.now)["tasks"]["done"] == 120
+
+
+def test_a_marked_four_slot_machine_keeps_its_running_tasks_to_the_edge_then_all_four_go_back():
+    clusters = {"a": ClusterConfig("a", "local", max=3, price=1.0, atu_s=100.0),
+                "b": ClusterConfig("b", "local", max=3, price=6.0, atu_s=100.0, slots=4)}
+    core = BatsCore(range(1, 201), clusters, random.Random(1), SETTINGS, max_held=1)
+    d = Driver(core, {"a": 5.0, "b": 35.0})
+    d.feed(c.RunStarted(0.0))
+    d.up(0.0, "a1", "a2", "b1", "b2")
+    event, _ = d.until(lambda: core.phase != b.SAMPLING)
+    b1 = core.machines["b1"]
+    assert (event.now, b1.release_at, b1.started) == (35.0, 90.0, [35.0] * 4)  # four slots busy, marked
+    held = list(b1.held)
+    # these four run long (they end at 110-125, after the edge at 100); the plan drops cluster b
+    d.running["b1"] = [(end + 40.0 + 5 * i, t, a) for i, (end, t, a) in enumerate(d.running["b1"])]
+    d.feed(ScheduleChosen(event.now, core.choose("cheapest")))
+    d.through(89.0)
+    # at its release time b1 is kept: the tail estimate says its tasks may still end in paid time
+    assert d.feed(c.Tick(90.0)) == [c.WakeAt(99.0), c.Release("b2", DONE_SAMPLING), c.WakeAt(140.0)]
+    # just before the edge (less a tenth of the release margin) it goes, and its four tasks with it
+    assert d.feed(c.Tick(99.0)) == [c.Release("b1", DONE_SAMPLING)]
+    assert (core.killed, core.killed_paid_s) == (4, 4 * 64.0)  # slot-seconds thrown away
+    assert b1.state is c.MachineState.GONE and b1.started == []
+    while core.finished is None and d.next_time() is not None:
+        d.step()
+    rerun = {(a.task, a.attempt) for a in d.actions if isinstance(a, c.Dispatch) and a.machine.startswith("a")}
+    assert {(t, 2) for t, _attempt in held} <= rerun  # each ran again, once, on cluster a
+    assert sorted(a.task for a in d.actions if isinstance(a, c.RecordResult)) == list(range(1, 201))
