@@ -50,7 +50,7 @@ th:first-child, td:first-child { text-align: left; }
 <p>spent <span id="spent">-</span>, committed <span id="committed">-</span>, budget <span id="budget">-</span></p>
 <div class="bar money"><div id="money_bar"></div></div>
 <h2>Machines</h2>
-<table><thead><tr><th>cluster</th><th>up</th><th>booting</th><th>tasks</th><th>ATU phase</th></tr></thead>
+<table><thead><tr><th>cluster</th><th>up</th><th>booting</th><th>busy slots</th><th>tasks</th><th>ATU phase</th></tr></thead>
 <tbody id="clusters"></tbody></table>
 <p id="replan" class="muted"></p>
 <p class="muted">updated <span id="updated">never</span> (every second, read-only)</p>
@@ -86,7 +86,9 @@ function show(s) {
     const phases = c.machines.map(r => r.atu + ":" + Math.round(100 * r.atu_elapsed_s / r.atu_s) + "%"
                                        + (r.release_in_s !== null ? "v" : "")).join(" ");
     const tasks = c.machines.reduce((n, r) => n + r.nt, 0);
-    for (const cell of [name, c.up, c.booting, tasks, phases || "-"]) {
+    const slots = c.slots || 1, busy = (c.busy_slots || 0) + " of " + slots * (c.up + c.booting);
+    for (const cell of [name + (slots > 1 ? " (" + slots + " slots each)" : ""), c.up, c.booting, busy, tasks,
+                        phases || "-"]) {
       const td = document.createElement("td"); td.textContent = cell; row.appendChild(td);
     }
     row.id = "cluster-" + name;

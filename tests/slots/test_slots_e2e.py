@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 from helpers.configs import CONFIG
-from helpers.runs import MASTER, results, write_bag
+from helpers.runs import MASTER, results, wait_for, write_bag
 
 ONE_FOUR_SLOT_MACHINE = """
 [master]
@@ -74,3 +74,33 @@ def test_a_bats_run_on_emulated_clouds_with_several_slots_finishes_within_budget
         assert report["status"] == "incomplete" and "budget" in report["reason"], proc.stderr
     assert {report["clusters"][n]["slots"] for n in ("slow", "fast")} == {2, 3}
     assert max(m["nt"] for m in report["machines"]) > 0
+
+
+def test_status_shows_a_clusters_slots_and_how_many_are_busy(tmp_path):
+    config = tmp_path / "big.toml"
+    config.write_text(ONE_FOUR_SLOT_MACHINE)
+    go = tmp_path / "go"
+    bag = write_bag(tmp_path / "tasks.txt", [f"while [ ! -e {go} ]; do sleep 0.05; done"] * 6)
+    state = tmp_path / "run"
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--policy", "self",
+                               "--state-dir", str(state)], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        def busy() -> dict | None:
+            answer = subprocess.run([*MASTER, "status", "--state-dir", str(state), "--json"], capture_output=True,
+                                    text=True, timeout=60)
+            figures = json.loads(answer.stdout) if answer.returncode == 0 else None
+            return figures if figures and figures["tasks"]["running"] == 4 else None
+
+        figures = wait_for(busy, 60, "four busy slots")
+        big = figures["clusters"]["big"]
+        assert (big["slots"], big["busy_slots"]) == (4, 4)
+        assert big["machines"][0]["busy"] == 4 and big["machines"][0]["slots"] == 4
+        text = subprocess.run([*MASTER, "status", "--state-dir", str(state)], capture_output=True, text=True,
+                              timeout=60).stdout
+        assert "4 of 4 slots busy (max 1 x 4 slots" in text and "4/4 slots busy" in text
+        go.touch()
+        _out, err = master.communicate(timeout=60)
+        assert master.returncode == 0, err
+    finally:
+        master.kill()
