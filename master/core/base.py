@@ -111,6 +111,12 @@ class Machine:
     def free_slots(self) -> int:
         return max(0, self.slots - len(self.held))
 
+    def rounds_to_end(self) -> int:
+        """Task lengths until one more task handed to it ends: it waits for a slot behind the tasks
+        it holds (``slots`` of them run at once), then runs. One slot: the held tasks, plus one."""
+        ahead = len(self.held) + 1 - self.slots
+        return 1 + max(0, -(-ahead // self.slots))
+
     def mark_started(self, now: float) -> None:
         """Tasks that moved into a free slot start now (the worker starts them when one ends)."""
         while len(self.started) < self.running:

@@ -7,15 +7,14 @@ import math
 import random
 
 import pytest
-
 from helpers.cores import DONE_SAMPLING, SETTINGS, Driver
 
 from bats.common.config import ClusterConfig
 from bats.master import core as c
 from bats.master.core.bats import policy as b
 from bats.master.core.bats.policy import BatsCore
-from bats.master.core.events import ScheduleChosen
 from bats.master.core.deadline.ilp import DeadlineCluster, cheapest_plan
+from bats.master.core.events import ScheduleChosen
 from bats.master.core.planning.ga import ga_front
 from bats.master.core.planning.planner import ClusterPlan, Planner
 

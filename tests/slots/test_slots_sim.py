@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from bats.common.config import ClusterConfig, Config, MasterConfig
+from bats.common.config import AdaptiveConfig, ClusterConfig, Config, MasterConfig, PolicyConfig
 from bats.master.core.bats.settings import Choice
 from bats.master.sim.driver import simulate
 from bats.master.sim.runtimes import parse_runtimes
@@ -47,3 +47,17 @@ def test_a_bats_run_plans_with_the_slots_and_keeps_to_its_budget():
     assert report["tasks"]["done"] == 2000
     assert report["cost"]["execution"] <= report["budget"] + report["cushion"] + 1e-9
     assert report["selected"]["machines"]["wide"] > 0  # eight slots at 4x the price pay
+
+
+def test_the_adaptive_policy_counts_a_hosts_slots():
+    """seed 001's bag (256 tasks of 150 s) in an hour: about 11 one-slot hosts, a quarter of that with 4 slots."""
+    def hosts(slots: int) -> int:
+        cluster = ClusterConfig("ec2", "local", max=100, price=0.1, atu_s=3600.0, slots=slots,
+                                options={"slowdown": 1.0, "startup": 0.0})
+        config = Config(MasterConfig(), {"ec2": cluster}, policy=PolicyConfig(adaptive=AdaptiveConfig(0.5, 0.5)))
+        report = simulate(config, 256, parse_runtimes("normal:150s,30s"), 1, choice=Choice(policy="adaptive")).report()
+        assert report["status"] == "done"
+        return report["adaptive"]["hosts"]
+
+    one, four = hosts(1), hosts(4)
+    assert one >= 10 and four <= -(-one // 4) + 1

@@ -27,6 +27,8 @@ same I/O-free state machine: time comes in on the events, randomness from the se
   expected to finish by then. When it comes to its end while tasks are left that the other hosts
   cannot do, it is kept for another charging unit instead of being replaced by a new host the next
   result would create (the same money, without a boot): the one liberty taken with the paper.
+* A host with several ``slots`` counts as that many of the paper's processors in possibleTasks and
+  necessaryComputers (each slot from its own running task's start); with one slot, the paper's rule.
 """
 
 from __future__ import annotations
@@ -109,18 +111,17 @@ class AdaptiveCore(c.Core):
         end = m.release_at if m.release_at is not None else self._window_end(m)
         if m.state is c.MachineState.BOOTING:
             start = now + max(0.0, self._boot_estimate() - (now - m.acquired_at))
-        elif m.held and m.running_since is not None:
-            start = m.running_since
-        else:
-            start = now
-        return max(0, math.floor((end - start) / avg + _EPS))
+        else:  # each slot from its running task's start, or from now
+            starts = [*m.started, *[now] * max(0, m.slots - len(m.started))]
+            return sum(max(0, math.floor((end - start) / avg + _EPS)) for start in starts)
+        return m.slots * max(0, math.floor((end - start) / avg + _EPS))
 
     def _hosts(self) -> list[c.Machine]:
         return self.live_machines(self.cluster.name)
 
     def _possible_all(self, now: float, avg: float, skip: c.Machine | None = None) -> int:
         total = sum(self._possible(m, now, avg) for m in self._hosts() if m is not skip)
-        fresh = max(0, math.floor((self.hpt - self._boot_estimate()) / avg + _EPS))
+        fresh = self.cluster_slots[self.cluster.name] * max(0, math.floor((self.hpt - self._boot_estimate()) / avg + _EPS))
         return total + self._requested[self.cluster.name] * fresh
 
     # ------------------------------------------------------------ Fig. 3a / 3b
@@ -129,7 +130,7 @@ class AdaptiveCore(c.Core):
         left = self.remaining - self._possible_all(now, avg)
         if left <= 0:
             return []
-        necessary = max(0, round(left * avg / self.hpt))
+        necessary = max(0, round(left * avg / (self.hpt * self.cluster_slots[self.cluster.name])))
         create = max(1, necessary if self.creation_ratio >= 1.0 else int(necessary * self.creation_ratio) + 1)
         name = self.cluster.name
         room = self.cluster.max - len(self._hosts()) - self._requested[name]
@@ -158,7 +159,7 @@ class AdaptiveCore(c.Core):
     def _periodic(self, now: float) -> list[c.Action]:
         """Fig. 3b: running tasks longer than the finished average raise the average."""
         self._last_period = now
-        elapsed = [now - m.running_since for m in self._hosts() if m.held and m.running_since is not None]
+        elapsed = [now - started for m in self._hosts() for started in m.started]
         actions: list[c.Action] = [WakeAt(now + self.settings.period_s)]
         if self.remaining <= 0:
             return actions
@@ -202,7 +203,7 @@ class AdaptiveCore(c.Core):
         avg = self.average
         if avg is not None and not m.held and self._window_end(m) - self._window_start(m) < avg:
             return True  # tasks longer than a host's window: one at a time, the host renewed while it runs
-        return avg is None or self._now + (len(m.held) + 1) * avg <= end + _EPS
+        return avg is None or self._now + m.rounds_to_end() * avg <= end + _EPS
 
     def _window_start(self, m: c.Machine) -> float:
         return m.acquired_at + (self._unit.get(m.id, 1) - 1) * self.cluster.atu_s

@@ -263,7 +263,7 @@ class BatsCore(Execution):
             return []
         now = self._now
         mean = estimate.stats().mean_s
-        if now + _rounds_to_end(machine) * mean <= self._edge(machine, now) - self.settings.release_margin_s:
+        if now + machine.rounds_to_end() * mean <= self._edge(machine, now) - self.settings.release_margin_s:
             return []  # it ends in paid time
         if self._kept_by_budget(machine.id, now):
             return []
@@ -276,7 +276,7 @@ class BatsCore(Execution):
         if estimate is None or machine.release_at is None:
             return True
         mean = estimate.stats().mean_s
-        return self._now + _rounds_to_end(machine) * mean <= machine.release_at
+        return self._now + machine.rounds_to_end() * mean <= machine.release_at
 
     def _return_task(self, task: int, attempt: int, machine: c.Machine) -> None:
         if task in self.sample.replicas:  # a copy: its cluster runs it again, on another machine
@@ -689,10 +689,3 @@ def _with_estimate_cushion(option: Option, upper: Planner) -> Option:
     if extra <= 1e-9:
         return option
     return dataclasses.replace(option, cushion=option.cushion + extra)
-
-
-def _rounds_to_end(machine: c.Machine) -> int:
-    """How many task lengths until one more task handed to ``machine`` ends: it waits for a slot
-    behind the tasks it holds (K of them run at once), then runs (K = 1: the held tasks, plus one)."""
-    ahead = len(machine.held) + 1 - machine.slots  # tasks that must end before it starts, over all slots
-    return 1 + max(0, -(-ahead // machine.slots))
