@@ -147,10 +147,11 @@ def one_line(snap: dict[str, Any]) -> str:
     t = snap["tasks"]
     up = sum(c["up"] for c in snap["clusters"].values())
     booting = sum(c["booting"] for c in snap["clusters"].values())
+    slots = sum(c.get("slots", 1) * (c["up"] + c["booting"]) for c in snap["clusters"].values())
     eta = format_duration(snap["eta_s"]) if snap["eta_s"] else "-"
     text = (f"{t['done'] + t['failed']}/{t['total']} tasks finished, {t['failed']} failed, "
             f"{snap['rate_per_s']:.1f} tasks/s, {up} machines up" + (f", {booting} booting" if booting else "")
-            + f", eta {eta}")
+            + (f", {t['running']}/{slots} slots busy" if slots > up + booting else "") + f", eta {eta}")
     if snap["policy"] != "self":
         text += f", {snap['phase']}, {money_text(snap)}"
         if snap.get("waiting_for"):
@@ -233,12 +234,15 @@ def rich_view(snap: dict[str, Any]) -> Any:
     if snap["policy"] != "self":
         lines.append(Text(f"money: {money_text(snap)}"))
     table = Table(box=None, padding=(0, 1), show_edge=False)
-    for column in ("cluster", "up", "booting", "tasks", "ATU:% through (v: released at its end)"):
+    for column in ("cluster", "up", "booting", "busy slots", "tasks", "ATU:% through (v: released at its end)"):
         table.add_column(column, justify="left" if column.startswith(("cluster", "ATU")) else "right")
     for name, cl in snap["clusters"].items():
         rows = cl["machines"]
         phases = " ".join(atu_mark(r) for r in rows[:8]) + (f" +{len(rows) - 8}" if len(rows) > 8 else "")
-        table.add_row(name, str(cl["up"]), str(cl["booting"]), str(sum(r["nt"] for r in rows)), phases or "-")
+        slots = cl.get("slots", 1)
+        table.add_row(name + (f" x{slots}" if slots > 1 else ""), str(cl["up"]), str(cl["booting"]),
+                      f"{cl.get('busy_slots', 0)}/{slots * (cl['up'] + cl['booting'])}",
+                      str(sum(r["nt"] for r in rows)), phases or "-")
     lines.append(table)
     last = snap["last_reconfiguration"]
     if last:

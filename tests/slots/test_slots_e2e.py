@@ -9,6 +9,9 @@ import subprocess
 import pytest
 from helpers.configs import CONFIG
 from helpers.runs import MASTER, results, wait_for, write_bag
+from rich.console import Console
+
+from bats.master.views.live import one_line, rich_view
 
 ONE_FOUR_SLOT_MACHINE = """
 [master]
@@ -99,6 +102,11 @@ def test_status_shows_a_clusters_slots_and_how_many_are_busy(tmp_path):
         text = subprocess.run([*MASTER, "status", "--state-dir", str(state)], capture_output=True, text=True,
                               timeout=60).stdout
         assert "4 of 4 slots busy (max 1 x 4 slots" in text and "4/4 slots busy" in text
+        assert ", 4/4 slots busy," in one_line(figures)  # the log line without a terminal
+        console = Console(width=120, record=True)
+        console.print(rich_view(figures))
+        drawn = console.export_text()
+        assert "busy slots" in drawn and "big x4" in drawn and " 4/4 " in drawn
         go.touch()
         _out, err = master.communicate(timeout=60)
         assert master.returncode == 0, err
