@@ -85,13 +85,14 @@ class EndGame(c.Core):
         return estimate.stats().mean_s if estimate is not None else math.inf
 
     def _free_at(self, m: c.Machine, now: float) -> float:
-        """When ``m`` is expected to have nothing to run (now if idle)."""
-        if not m.held:
+        """When ``m`` is expected to have a slot free (now if one is)."""
+        if m.free_slots:
             return now
-        if len(m.held) > 1 or m.running_since is None:
+        if len(m.held) > m.slots or not m.started:
             return math.inf  # a queued task too: not a candidate for the last ones
-        elapsed = max(0.0, now - m.running_since)
-        return m.running_since + max(elapsed, float(self._tau_e()(m.cluster, elapsed)))
+        tau_e = self._tau_e()
+        return min(started + max(now - started, float(tau_e(m.cluster, max(0.0, now - started))))
+                   for started in m.started)
 
     def _among_first(self, machine: c.Machine, waiting: int) -> bool:
         """Whether ``machine`` is among the ``waiting`` machines expected to finish a task first."""
@@ -191,10 +192,10 @@ class EndGame(c.Core):
         self._drop_copy(task, machine_id, now)
         if other is None or other.state is c.MachineState.GONE or (task, attempt) not in other.held:
             return []
-        running = other.held[0] == (task, attempt)
-        other.held.remove((task, attempt))
-        if running:
-            other.running_since = now if other.held else None  # its queued task starts now
+        index = other.held.index((task, attempt))
+        del other.held[index]
+        other.mark_ended(index)
+        other.mark_started(now)  # a queued task takes the freed slot now
         return [Cancel(machine_id, task, attempt, "another copy of the task ended first")]
 
     def _return_task(self, task: int, attempt: int, machine: c.Machine) -> None:
