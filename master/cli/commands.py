@@ -62,6 +62,9 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR,
                    help=f"where the journal, outputs and report live (default ./{DEFAULT_STATE_DIR})")
     p.add_argument("--resume", action="store_true", help="continue the run in --state-dir without re-running finished tasks")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="with --resume: run the tasks whose result was a failure (nonzero exit, timeout) again, "
+                        "as well as those not run yet; each task keeps one result, its latest")
     p.add_argument("--retries", type=int, metavar="N", help="re-run a failed task up to N times on another machine (default 0)")
     p.add_argument("--task-timeout", type=duration_arg, metavar="DURATION",
                    help="kill a task after this long and count it failed (e.g. 90s, 10m)")
@@ -225,6 +228,8 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
             journal.close()
             raise
         return journal, bag, config, settings, bound
+    if args.retry_failed:
+        raise UsageError("--retry-failed goes with --resume (it re-runs the failed tasks of the run in --state-dir)")
     if not args.bag:
         raise UsageError("--bag FILE is required (or --resume to continue a run)")
     bag = load_bag(args.bag)
@@ -380,6 +385,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         finished = journal.finished_tasks()
+        if args.retry_failed:
+            finished = _retry_failed(finished, len(bag), args.state_dir)
         if args.resume and len(finished) >= len(bag):
             sock.close(linger=0)
             if auth is not None:
@@ -455,6 +462,19 @@ def run(args: argparse.Namespace) -> int:
     seen = core.view()
     planned_only = choice.plan_only and bool(seen.options or seen.plan)
     return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
+
+
+def _retry_failed(finished: dict[int, str], tasks: int, state_dir: str) -> dict[int, str]:
+    """``--retry-failed``: the tasks that failed count as not run, so they run again; each keeps
+    one result in the journal (the latest), so nothing is counted twice."""
+    failed = sum(status == "failed" for status in finished.values())
+    if not failed:
+        left = tasks - len(finished)
+        progress.info("%s: no task of this run failed: nothing to retry%s", state_dir,
+                      f"; resuming the {left} task(s) not run yet" if left > 0 else "")
+        return finished
+    progress.info("%s: retrying %d failed task(s)", state_dir, failed)
+    return {task: status for task, status in finished.items() if status != "failed"}
 
 
 def _nothing_to_resume(args: argparse.Namespace) -> int:
