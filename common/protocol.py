@@ -17,8 +17,9 @@ Worker -> master
                                                                terminate/stop/hibernate, at time);
                                                                the master re-queues its tasks
 Master -> worker
-  welcome    machine, heartbeat_s, liveness_s, prefetch        answer to hello; the worker may
-                                                               hold 1 + prefetch tasks
+  welcome    machine, heartbeat_s, liveness_s, prefetch, shell answer to hello; the worker may
+                                                               hold 1 + prefetch tasks and runs
+                                                               each with ``shell -c COMMAND``
   task       task, attempt, command, timeout_s
   wait       -                                                 nothing to hand out right now
   heartbeat  -
@@ -82,7 +83,7 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "bye": {"reason": _STR},
     "interruption": {"action": _STR, "time": _STR},
     # master -> worker
-    "welcome": {"machine": _STR, "heartbeat_s": _NUM, "liveness_s": _NUM, "prefetch": _INT},
+    "welcome": {"machine": _STR, "heartbeat_s": _NUM, "liveness_s": _NUM, "prefetch": _INT, "shell": _STR},
     "task": {"task": _INT, "attempt": _INT, "command": _STR, "timeout_s": _OPT_NUM},
     "wait": {},
     "unknown": {},
@@ -107,6 +108,7 @@ LINE_FIELDS: dict[str, tuple[str, ...]] = {
     "bye": ("reason",),
     "interruption": ("action", "time"),
     "stop": ("reason",),
+    "welcome": ("shell",),
 }
 MAX_LINE_CHARS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

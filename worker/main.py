@@ -48,7 +48,7 @@ from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
 from bats.worker import reaper
 from bats.worker.spot import SpotWatcher
-from bats.worker.task import TaskRun
+from bats.worker.task import DEFAULT_SHELL, TaskRun
 
 log = logging.getLogger("bats.worker")
 TOKEN_ENV = "BATS_TOKEN"  # how a provisioner hands a worker its one-time token (not on the command line)
@@ -97,6 +97,7 @@ class Worker:
         self._sock: zmq.Socket | None = None
         self._poller = zmq.Poller()
         self.slots = SLOTS
+        self.shell = DEFAULT_SHELL  # what tasks run with; the master's welcome names it
         self._outgoing: list[bytes] | None = None
         self._welcomed = False
         self._last_sent = 0.0
@@ -298,6 +299,7 @@ class Worker:
             else:
                 log.warning("ignored welcome %s=%r", name, msg[name])
         self.slots = 1 + msg["prefetch"]
+        self.shell = msg["shell"]
         if self._welcomed:
             log.debug("welcome while already welcomed; nothing more to ask")
             return
@@ -317,7 +319,7 @@ class Worker:
             self._deliver({"task": msg["task"], "attempt": msg["attempt"], "exit_code": 0,
                            "runtime_s": 0.0, "timed_out": False, "stdout": b"", "stderr": b""}, now)
             return
-        run = TaskRun.from_message(msg, self.opts.slowdown)
+        run = TaskRun.from_message(msg, self.opts.slowdown, self.shell)
         if self._running is None:
             self._start(run, now)
         else:

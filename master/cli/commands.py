@@ -379,6 +379,7 @@ def run(args: argparse.Namespace) -> int:
     from bats.master.server.loop import Server
     from bats.master.views.live import LiveView, Watch
     from bats.master.views.report import build_report, summary, write_report
+    from bats.master.views.shell_hints import add_shell_hints
     from bats.provisioners.base import Bootstrap, ProvisionerError
 
     from .choosing import Chooser, TerminalChooser
@@ -445,6 +446,7 @@ def run(args: argparse.Namespace) -> int:
             if auth is not None:
                 auth.stop()
         report = build_report(core, finish, journal, config, session, clock.now(), args.state_dir)
+        add_shell_hints(report, config.master.shell, bag.command)
         if chooser is not None:
             chooser.wait_for_plot()
         _redraw_plot(args.plot, core)

@@ -382,7 +382,8 @@ class Server(Fleet, Driver):
         log.info("%s joined from %s (%d cpus, worker %s)", machine_id, msg["host"], msg["cpus"], msg["version"])
         self._send(identity, encode("welcome", machine=machine_id, heartbeat_s=self.config.master.heartbeat_s,
                                     liveness_s=self.config.master.liveness_s,
-                                    prefetch=self.config.master.worker_capacity - 1))
+                                    prefetch=self.config.master.worker_capacity - 1,
+                                    shell=self.config.master.shell))
         self._feed(c.MachineUp(clock.now(), machine_id))
         return True
 
