@@ -14,7 +14,7 @@ $(PY):
 # which type checkers and editors can follow. A module added or removed needs a new link tree, so the
 # install is redone when the list of modules changes (MODULES is rewritten only when it differs).
 MODULES := $(VENV)/.modules
-CODE := common master provisioners worker
+CODE := common master provisioners worker bats
 $(shell mkdir -p $(VENV); find $(CODE) -name '*.py' | sort > $(MODULES).new; \
         cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); rm -f $(MODULES).new; \
         ls -d build/__editable__.* >/dev/null 2>&1 || rm -f $(STAMP))

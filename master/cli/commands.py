@@ -28,93 +28,21 @@ from bats.common import __version__, clock
 from bats.common.config import Config, ConfigError
 from bats.master.state.bag import BagError, load_bag
 
+from . import parsers
 from .args import (
     CHOICE_FLAGS,
-    OneLineArgumentParser,
     UsageError,
-    add_choice_flags,
     check_plot_path,
     choice_from_args,
-    duration_arg,
     load_cluster_config,
 )
 from .output import emit, silence
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
-DEFAULT_STATE_DIR = "bats-run"
+DEFAULT_STATE_DIR = parsers.DEFAULT_STATE_DIR
 log = logging.getLogger("bats.master")
 PROGRESS = "bats.progress"  # the run's routine reports (bats.master.views.live logs there too)
 progress = logging.getLogger(PROGRESS)
-
-
-
-
-
-def _run_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(
-        prog="bats-master",
-        description="Run a bag of shell tasks (one per line) on local or rented machines.",
-        epilog="Other commands: 'bats-master results --help', 'bats-master status --help', "
-               "'bats-master report --help', 'bats-master cleanup --help'.",
-    )
-    p.add_argument("--bag", metavar="FILE", help="the bag: one shell command per line")
-    p.add_argument("--config", metavar="FILE", help="clusters config (TOML); default: local workers, one per core")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR,
-                   help=f"where the journal, outputs and report live (default ./{DEFAULT_STATE_DIR})")
-    p.add_argument("--resume", action="store_true", help="continue the run in --state-dir without re-running finished tasks")
-    p.add_argument("--retry-failed", action="store_true",
-                   help="with --resume: run the tasks whose result was a failure (nonzero exit, timeout) again, "
-                        "as well as those not run yet; each task keeps one result, its latest")
-    p.add_argument("--retries", type=int, metavar="N", help="re-run a failed task up to N times on another machine (default 0)")
-    p.add_argument("--task-timeout", type=duration_arg, metavar="DURATION",
-                   help="kill a task after this long and count it failed (e.g. 90s, 10m)")
-    p.add_argument("--report", metavar="FILE", help="where to write report.json (default STATE_DIR/report.json)")
-    p.add_argument("--workers", type=int, metavar="N", help="with no --config: local workers to start (default: one per core)")
-    p.add_argument("--seed", type=int, help="seed for the random task order (default: random, recorded in the journal)")
-    p.add_argument("--insecure", action="store_true",
-                   help="plain TCP without CurveZMQ encryption; only for a loopback [master] listen address")
-    p.add_argument("--keep-machines", action="store_true",
-                   help="on Ctrl-C/SIGTERM leave the machines running instead of releasing them (they keep costing)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
-    p.add_argument("--version", action="version", version=f"bats {__version__}")
-    p.add_argument("--dashboard", type=int, metavar="PORT",
-                   help="serve a read-only page with the live figures on http://127.0.0.1:PORT/ (0: a free port)")
-    add_choice_flags(p)
-    return p
-
-
-def _results_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(prog="bats-master results", description="Export task results from a run's journal.")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
-    p.add_argument("--failed", action="store_true", help="only tasks that failed")
-    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
-    p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
-    return p
-
-
-def _status_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(prog="bats-master status",
-                              description="Show the live figures of the run going on in a state dir.")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
-    p.add_argument("--json", action="store_true", help="the figures as JSON (the dashboard's)")
-    return p
-
-
-def _report_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(prog="bats-master report",
-                              description="Show a finished run's summary; --html writes a page with its plots.")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
-    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML page (figures inlined) here")
-    return p
-
-
-def _cleanup_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(prog="bats-master cleanup",
-                              description="Terminate what a run left running: cloud machines (found by their tags), "
-                                          "ssh workers and sge/slurm jobs (found by the run id).")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
-    return p
 
 
 class _Formatter(logging.Formatter):
@@ -615,7 +543,7 @@ def cleanup(argv: Sequence[str]) -> int:
     from bats.master.state.leftovers import bill_leftovers
     from bats.provisioners.base import Bootstrap
 
-    args = _cleanup_parser().parse_args(argv)
+    args = parsers.cleanup_parser().parse_args(argv)
     state_dir = Path(args.state_dir)
     config_copy = state_dir / "config.toml"
     with Journal.open(state_dir) as journal:
@@ -688,7 +616,7 @@ def _host_address() -> str:
 def results(argv: Sequence[str]) -> int:
     from bats.master.state.results import export_results
 
-    args = _results_parser().parse_args(argv)
+    args = parsers.results_parser().parse_args(argv)
     if args.output:
         with open(args.output, "w", newline="") as out:
             count = export_results(args.state_dir, out, failed_only=args.failed, fmt=args.format)
@@ -705,7 +633,7 @@ def status(argv: Sequence[str]) -> int:
     from bats.master.views.live import status_text
     from bats.master.views.status import StatusError, ask
 
-    args = _status_parser().parse_args(argv)
+    args = parsers.status_parser().parse_args(argv)
     try:
         figures = ask(args.state_dir)
     except StatusError as exc:
@@ -719,7 +647,7 @@ def report_command(argv: Sequence[str]) -> int:
     from bats.master.views.html_report import ReportError, load_report, write_html
     from bats.master.views.report import summary
 
-    args = _report_parser().parse_args(argv)
+    args = parsers.report_parser().parse_args(argv)
     try:
         report = load_report(args.state_dir)
         if args.html:
@@ -750,7 +678,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] == "cleanup":
             _setup_logging(0, True)
             return cleanup(argv[1:])
-        args = _run_parser().parse_args(argv)
+        if argv and argv[0] == "completion":
+            from .completion import bash_script
+
+            parsers.completion_parser().parse_args(argv[1:])
+            emit(bash_script(), end="")
+            return EXIT_OK
+        args = parsers.run_parser().parse_args(argv)
         _setup_logging(args.verbose, args.quiet)
         return run(args)
     except BrokenPipeError:  # e.g. `bats-master results | head`: the reader has what it wanted
