@@ -298,7 +298,28 @@ def _bind(config: Config, keys):
         raise UsageError(f"{config.source}: [master] listen: cannot bind {listen}: {exc}") from None
 
 
+def _dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: every check a start makes, then what would be sampled and the options
+    (:mod:`.dryrun`); nothing is bound, written, started or paid for."""
+    from .dryrun import dry_run
+
+    if args.resume:
+        raise UsageError("--dry-run shows what a new run would do; it does not go with --resume")
+    if not args.bag:
+        raise UsageError("--dry-run needs --bag FILE (and --config FILE for priced clusters)")
+    bag = load_bag(args.bag)
+    config = load_cluster_config(args.config, args.workers)
+    _check_installed(config)
+    choice = choice_from_args(args, config)
+    _preflight(config, _config_dir({"config_path": args.config}, config))
+    return dry_run(args, bag, config, choice)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.guess_runtime is not None and not args.dry_run:
+        raise UsageError("--guess-runtime goes with --dry-run (a real run measures the runtimes)")
+    if args.dry_run:
+        return _dry_run(args)
     dashboard = _dashboard(args.dashboard)  # first: a port in use is bad input before the run starts
     journal, bag, config, settings, (_context, sock, bound, auth, keys) = _prepare(args, _bind)
     # imported only now, so that bad input is reported without loading the runtime
