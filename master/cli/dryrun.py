@@ -155,7 +155,8 @@ def _options(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]],
         else:
             flag = f"--schedule {choice.schedule}" if choice.schedule else f"--budget {choice.budget:g}"
             machines = ", ".join(f"{n} x {name}" for name, n in picked.machines.items() if n)
-            lines.append(f"{flag} would run {'option ' + str(picked.id) if picked.id else 'the configuration'} "
+            same = [o.id for o in offer.options if o.machines == picked.machines]
+            lines.append(f"{flag} would run {'option ' + str(same[0]) if same else 'the configuration'} "
                          f"({machines}): about {format_duration(picked.makespan_s)} for {picked.cost:g}"
                          + (" after the sampling, paid from the same budget" if choice.budget is not None else ""))
     return lines
