@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench paper compare reliability execution-study install clean worker-wheel \
+.PHONY: demo demo-bats test test-fast lint bench paper compare reliability execution-study install clean worker-wheel \
 	worker-wheelhouse
 
 $(PY):
@@ -14,7 +14,7 @@ $(PY):
 # which type checkers and editors can follow. A module added or removed needs a new link tree, so the
 # install is redone when the list of modules changes (MODULES is rewritten only when it differs).
 MODULES := $(VENV)/.modules
-CODE := common master provisioners worker
+CODE := common master provisioners worker bats
 $(shell mkdir -p $(VENV); find $(CODE) -name '*.py' | sort > $(MODULES).new; \
         cmp -s $(MODULES).new $(MODULES) || mv $(MODULES).new $(MODULES); rm -f $(MODULES).new; \
         ls -d build/__editable__.* >/dev/null 2>&1 || rm -f $(STAMP))
@@ -30,6 +30,17 @@ demo: $(STAMP)
 	rm -rf bats-run/demo
 	$(VENV)/bin/bats-master --bag examples/tasks.txt --state-dir bats-run/demo
 	@echo "results: $(VENV)/bin/bats-master results --state-dir bats-run/demo"
+
+# BaTS itself on three emulated clouds (examples/local-clouds.toml): a dry run with a runtime guess, then the
+# sampling, the options table, the choice made by --schedule (the fastest option within 30) and the budget
+# kept (about a minute)
+demo-bats: $(STAMP)
+	rm -rf bats-run/demo-bats
+	$(VENV)/bin/bats-master --dry-run --bag examples/demo-tasks.txt --config examples/local-clouds.toml \
+		--guess-runtime 1s --schedule budget:30
+	$(VENV)/bin/bats-master --bag examples/demo-tasks.txt --config examples/local-clouds.toml \
+		--state-dir bats-run/demo-bats --schedule budget:30 --cushion yes
+	@echo "the run's page: $(VENV)/bin/bats-master report --state-dir bats-run/demo-bats --html demo-bats.html"
 
 test: $(STAMP)
 	$(PY) -m pytest -q --durations=15

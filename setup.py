@@ -14,5 +14,9 @@ for package, folder in FOLDERS.items():
     packages.append(package)
     packages.extend(f"{package}.{sub}" for sub in find_packages(folder))
 
+# bats/ holds only __main__.py (``python -m bats``); bats stays a namespace package, so the worker-only
+# wheel (deploy/worker-wheel/) installs bats.worker and bats.common beside it without a bats/__init__.py
+packages.append("bats")
+
 # py.typed: the packages carry their type hints (PEP 561), for type checkers of code that imports them
-setup(packages=packages, package_dir=FOLDERS, package_data=dict.fromkeys(FOLDERS, ["py.typed"]))
+setup(packages=packages, package_dir={**FOLDERS, "bats": "bats"}, package_data=dict.fromkeys(FOLDERS, ["py.typed"]))

@@ -40,6 +40,9 @@ class ConfigError(ValueError):
 OptionSpec = dict[str, tuple[str, Any]]
 
 
+DEFAULT_SHELL = "/bin/sh"
+
+
 @dataclass(frozen=True)
 class MasterConfig:
     listen: str | None = None
@@ -53,6 +56,7 @@ class MasterConfig:
     monitor_interval_s: float | None = None  # BaTS monitoring; None: max(5 min, shortest ATU / 12)
     release_margin_s: float | None = None  # let a machine go this long before its ATU edge; None: see below
     max_machines: int | None = None  # at most this many machines over all clusters (None: each cluster's max)
+    shell: str = DEFAULT_SHELL  # what the workers run each task with: SHELL -c COMMAND
 
     @property
     def worker_capacity(self) -> int:
@@ -181,6 +185,7 @@ _MASTER_KEYS = {
     "monitor_interval": ("duration", None),
     "release_margin": ("duration", None),
     "max_machines": ("count", None),
+    "shell": ("shell", DEFAULT_SHELL),
 }
 _SAMPLING_KEYS = {
     "confidence": ("fraction", 0.95),
@@ -269,6 +274,11 @@ def _convert(kind: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SLOTS:
             raise ValueError(f"expected \"auto\" or an integer from 1 to {MAX_SLOTS}, got {value!r}")
         return value
+    if kind == "shell":
+        if not isinstance(value, str) or not _SHELL.fullmatch(value):
+            raise ValueError(f"expected a shell's name or path such as \"bash\" or \"/bin/bash\" (one word), "
+                             f"got {value!r}")
+        return value
     if kind == "bool":
         if not isinstance(value, bool):
             raise ValueError(f"expected true or false, got {value!r}")
@@ -282,6 +292,7 @@ def _convert(kind: str, value: Any) -> Any:
     raise AssertionError(f"unknown option kind {kind}")
 
 
+_SHELL = re.compile(r"[A-Za-z0-9_./+-]{1,200}")  # one word: the program the worker runs tasks with
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")  # TOML bare keys
 # a cluster name reaches machine ids, batch job names and scripts, cloud tags and user data, log and
 # token file names, and the ssh liveness probe: one safe word, checked when the config is read
@@ -396,6 +407,7 @@ def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str]
         monitor_interval_s=values.get("monitor_interval"),
         release_margin_s=values.get("release_margin"),
         max_machines=values.get("max_machines"),
+        shell=values.get("shell", DEFAULT_SHELL),
     )
     for key in ("heartbeat", "boot_timeout", "monitor_interval"):
         if key in values and values[key] <= 0:

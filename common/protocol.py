@@ -17,9 +17,10 @@ Worker -> master
                                                                terminate/stop/hibernate, at time);
                                                                the master re-queues its tasks
 Master -> worker
-  welcome    machine, heartbeat_s, liveness_s, prefetch, slots answer to hello; the worker runs up
-                                                               to ``slots`` tasks at once and may
-                                                               hold slots + prefetch
+  welcome    machine, heartbeat_s, liveness_s, prefetch,     answer to hello; the worker runs up
+             slots, shell                                      to ``slots`` tasks at once, each with
+                                                               ``shell -c COMMAND``, and may hold
+                                                               slots + prefetch
   task       task, attempt, command, timeout_s
   wait       -                                                 nothing to hand out right now
   heartbeat  -
@@ -86,7 +87,7 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "interruption": {"action": _STR, "time": _STR},
     # master -> worker
     "welcome": {"machine": _STR, "heartbeat_s": _NUM, "liveness_s": _NUM, "prefetch": _INT,
-                "slots": _INT},
+                "slots": _INT, "shell": _STR},
     "task": {"task": _INT, "attempt": _INT, "command": _STR, "timeout_s": _OPT_NUM},
     "wait": {},
     "unknown": {},
@@ -112,6 +113,7 @@ LINE_FIELDS: dict[str, tuple[str, ...]] = {
     "bye": ("reason",),
     "interruption": ("action", "time"),
     "stop": ("reason",),
+    "welcome": ("shell",),
 }
 MAX_LINE_CHARS = 256
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -50,7 +50,7 @@ from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
 from bats.worker import reaper
 from bats.worker.spot import SpotWatcher
-from bats.worker.task import TaskRun
+from bats.worker.task import DEFAULT_SHELL, TaskRun
 
 log = logging.getLogger("bats.worker")
 TOKEN_ENV = "BATS_TOKEN"  # how a provisioner hands a worker its one-time token (not on the command line)
@@ -100,6 +100,7 @@ class Worker:
         self._poller = zmq.Poller()
         self.slots = 1  # tasks run at once (the welcome's ``slots``)
         self.capacity = HELD  # tasks held at most: slots + the welcome's ``prefetch``
+        self.shell = DEFAULT_SHELL  # what tasks run with; the master's welcome names it
         self._outgoing: list[bytes] | None = None
         self._welcomed = False
         self._last_sent = 0.0
@@ -304,6 +305,7 @@ class Worker:
                 log.warning("ignored welcome %s=%r", name, msg[name])
         self.slots = msg["slots"]
         self.capacity = self.slots + msg["prefetch"]
+        self.shell = msg["shell"]
         self._start_queued(now)  # a reconnect's welcome may give more slots
         if self._welcomed:
             log.debug("welcome while already welcomed; nothing more to ask")
@@ -324,7 +326,7 @@ class Worker:
             self._deliver({"task": msg["task"], "attempt": msg["attempt"], "exit_code": 0,
                            "runtime_s": 0.0, "timed_out": False, "stdout": b"", "stderr": b""}, now)
             return
-        run = TaskRun.from_message(msg, self.opts.slowdown)
+        run = TaskRun.from_message(msg, self.opts.slowdown, self.shell)
         if len(self._running) < self.slots:
             self._start(run, now)
         else:

@@ -1,9 +1,9 @@
 """One shell task run by the worker, driven from the worker's single-threaded poll loop.
 
-A :class:`TaskRun` starts ``/bin/sh -c COMMAND`` in a new session (so the task and everything it
-starts form one process group), registers the two output pipes with the worker's ``zmq.Poller``
-and reads them non-blockingly, keeping only the last ``OUTPUT_TAIL_BYTES`` of each stream. The
-worker calls :meth:`TaskRun.step` on every loop iteration; it notices the exit (``Popen.poll``),
+A :class:`TaskRun` starts ``SHELL -c COMMAND`` (``/bin/sh`` unless the master's ``[master] shell``
+names another) in a new session (so the task and everything it starts form one process group),
+registers the two output pipes with the worker's ``zmq.Poller`` and reads them non-blockingly,
+keeping only the last ``OUTPUT_TAIL_BYTES`` of each stream. The worker calls :meth:`TaskRun.step` on every loop iteration; it notices the exit (``Popen.poll``),
 enforces the timeout (SIGKILL to the whole group), stops waiting for end-of-file 0.5 s after the
 exit (a backgrounded grandchild may hold a pipe open), kills whatever is left of the group, and
 then keeps the task "running" until ``slowdown x runtime`` has passed, which is how a slower
@@ -36,6 +36,7 @@ log = logging.getLogger("bats.worker")
 
 EXIT_GRACE_S = 0.5  # after the command exits, how long to wait for its pipes to reach EOF
 READ_CHUNK = 64 * 1024
+DEFAULT_SHELL = "/bin/sh"
 SPAWN_FAILED_EXIT = 127  # the shell's "cannot run" code, used when the shell itself cannot start
 TIMEOUT_EXIT = -signal.SIGKILL
 # a task killed by one of these signals is reported only after OUTSIDE_KILL_GRACE_S (see _end)
@@ -47,8 +48,9 @@ class TaskRun:
     """A task from the master: its process, output tails, deadlines and (once done) its result."""
 
     def __init__(self, task: int, attempt: int, command: str, timeout_s: float | None,
-                 slowdown: float = 1.0) -> None:
+                 slowdown: float = 1.0, shell: str = DEFAULT_SHELL) -> None:
         self.task = task
+        self.shell = shell
         self.attempt = attempt
         self.command = command
         self.timeout_s = timeout_s
@@ -68,11 +70,11 @@ class TaskRun:
         self._poller: zmq.Poller | None = None
 
     @classmethod
-    def from_message(cls, msg: dict[str, Any], slowdown: float = 1.0) -> TaskRun:
-        """Build a run from a decoded ``task`` message."""
+    def from_message(cls, msg: dict[str, Any], slowdown: float = 1.0, shell: str = DEFAULT_SHELL) -> TaskRun:
+        """Build a run from a decoded ``task`` message, to run with ``shell``."""
         timeout = msg["timeout_s"]
         return cls(msg["task"], msg["attempt"], msg["command"],
-                   None if timeout is None else float(timeout), slowdown)
+                   None if timeout is None else float(timeout), slowdown, shell)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -82,15 +84,15 @@ class TaskRun:
         self._poller = poller
         try:
             self.proc = subprocess.Popen(
-                ["/bin/sh", "-c", self.command],
+                [self.shell, "-c", self.command],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
             )
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the command
-            log.error("task %d: cannot start /bin/sh: %s", self.task, exc)
-            self.stderr += f"bats-worker: cannot start the task: {exc}\n".encode()
+            log.error("task %d: cannot start %s: %s", self.task, self.shell, exc)
+            self.stderr += f"bats-worker: cannot start the task with {self.shell}: {exc}\n".encode()
             self.returncode = SPAWN_FAILED_EXIT
             self.exited_at = now
             self._end(now)

@@ -29,90 +29,21 @@ from bats.common import __version__, clock
 from bats.common.config import Config, ConfigError
 from bats.master.state.bag import BagError, load_bag
 
+from . import parsers
 from .args import (
     CHOICE_FLAGS,
-    OneLineArgumentParser,
     UsageError,
-    add_choice_flags,
     check_plot_path,
     choice_from_args,
-    duration_arg,
     load_cluster_config,
 )
 from .output import emit, silence
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
-DEFAULT_STATE_DIR = "bats-run"
+DEFAULT_STATE_DIR = parsers.DEFAULT_STATE_DIR
 log = logging.getLogger("bats.master")
 PROGRESS = "bats.progress"  # the run's routine reports (bats.master.views.live logs there too)
 progress = logging.getLogger(PROGRESS)
-
-
-
-
-
-def _run_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(
-        prog="bats-master",
-        description="Run a bag of shell tasks (one per line) on local or rented machines.",
-        epilog="Other commands: 'bats-master results --help', 'bats-master status --help', "
-               "'bats-master report --help', 'bats-master cleanup --help'.",
-    )
-    p.add_argument("--bag", metavar="FILE", help="the bag: one shell command per line")
-    p.add_argument("--config", metavar="FILE", help="clusters config (TOML); default: local workers, one per core")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR,
-                   help=f"where the journal, outputs and report live (default ./{DEFAULT_STATE_DIR})")
-    p.add_argument("--resume", action="store_true", help="continue the run in --state-dir without re-running finished tasks")
-    p.add_argument("--retries", type=int, metavar="N", help="re-run a failed task up to N times on another machine (default 0)")
-    p.add_argument("--task-timeout", type=duration_arg, metavar="DURATION",
-                   help="kill a task after this long and count it failed (e.g. 90s, 10m)")
-    p.add_argument("--report", metavar="FILE", help="where to write report.json (default STATE_DIR/report.json)")
-    p.add_argument("--workers", type=int, metavar="N", help="with no --config: local workers to start (default: one per core)")
-    p.add_argument("--seed", type=int, help="seed for the random task order (default: random, recorded in the journal)")
-    p.add_argument("--insecure", action="store_true",
-                   help="plain TCP without CurveZMQ encryption; only for a loopback [master] listen address")
-    p.add_argument("--keep-machines", action="store_true",
-                   help="on Ctrl-C/SIGTERM leave the machines running instead of releasing them (they keep costing)")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
-    p.add_argument("--version", action="version", version=f"bats {__version__}")
-    p.add_argument("--dashboard", type=int, metavar="PORT",
-                   help="serve a read-only page with the live figures on http://127.0.0.1:PORT/ (0: a free port)")
-    add_choice_flags(p)
-    return p
-
-
-def _results_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(prog="bats-master results", description="Export task results from a run's journal.")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
-    p.add_argument("--failed", action="store_true", help="only tasks that failed")
-    p.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
-    p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
-    return p
-
-
-def _status_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(prog="bats-master status",
-                              description="Show the live figures of the run going on in a state dir.")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
-    p.add_argument("--json", action="store_true", help="the figures as JSON (the dashboard's)")
-    return p
-
-
-def _report_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(prog="bats-master report",
-                              description="Show a finished run's summary; --html writes a page with its plots.")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
-    p.add_argument("--html", metavar="FILE", help="write a self-contained HTML page (figures inlined) here")
-    return p
-
-
-def _cleanup_parser() -> argparse.ArgumentParser:
-    p = OneLineArgumentParser(prog="bats-master cleanup",
-                              description="Terminate what a run left running: cloud machines (found by their tags), "
-                                          "ssh workers and sge/slurm jobs (found by the run id).")
-    p.add_argument("--state-dir", metavar="DIR", default=DEFAULT_STATE_DIR)
-    return p
 
 
 class _Formatter(logging.Formatter):
@@ -226,6 +157,8 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
             journal.close()
             raise
         return journal, bag, config, settings, bound
+    if args.retry_failed:
+        raise UsageError("--retry-failed goes with --resume (it re-runs the failed tasks of the run in --state-dir)")
     if not args.bag:
         raise UsageError("--bag FILE is required (or --resume to continue a run)")
     bag = load_bag(args.bag)
@@ -366,7 +299,28 @@ def _bind(config: Config, keys):
         raise UsageError(f"{config.source}: [master] listen: cannot bind {listen}: {exc}") from None
 
 
+def _dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: every check a start makes, then what would be sampled and the options
+    (:mod:`.dryrun`); nothing is bound, written, started or paid for."""
+    from .dryrun import dry_run
+
+    if args.resume:
+        raise UsageError("--dry-run shows what a new run would do; it does not go with --resume")
+    if not args.bag:
+        raise UsageError("--dry-run needs --bag FILE (and --config FILE for priced clusters)")
+    bag = load_bag(args.bag)
+    config = load_cluster_config(args.config, args.workers)
+    _check_installed(config)
+    choice = choice_from_args(args, config)
+    _preflight(config, _config_dir({"config_path": args.config}, config))
+    return dry_run(args, bag, config, choice)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.guess_runtime is not None and not args.dry_run:
+        raise UsageError("--guess-runtime goes with --dry-run (a real run measures the runtimes)")
+    if args.dry_run:
+        return _dry_run(args)
     dashboard = _dashboard(args.dashboard)  # first: a port in use is bad input before the run starts
     journal, bag, config, settings, (_context, sock, bound, auth, keys) = _prepare(args, _bind)
     # imported only now, so that bad input is reported without loading the runtime
@@ -375,12 +329,15 @@ def run(args: argparse.Namespace) -> int:
     from bats.master.server.loop import Server
     from bats.master.views.live import LiveView, Watch
     from bats.master.views.report import build_report, summary, write_report
+    from bats.master.views.shell_hints import add_shell_hints
     from bats.provisioners.base import Bootstrap, ProvisionerError
 
     from .choosing import Chooser, TerminalChooser
 
     try:
         finished = journal.finished_tasks()
+        if args.retry_failed:
+            finished = _retry_failed(finished, len(bag), args.state_dir)
         if args.resume and len(finished) >= len(bag):
             sock.close(linger=0)
             if auth is not None:
@@ -440,6 +397,7 @@ def run(args: argparse.Namespace) -> int:
             if auth is not None:
                 auth.stop()
         report = build_report(core, finish, journal, config, session, clock.now(), args.state_dir)
+        add_shell_hints(report, config.master.shell, bag.command)
         if chooser is not None:
             chooser.wait_for_plot()
         _redraw_plot(args.plot, core)
@@ -457,6 +415,19 @@ def run(args: argparse.Namespace) -> int:
     seen = core.view()
     planned_only = choice.plan_only and bool(seen.options or seen.plan)
     return EXIT_OK if (finish.status == "done" or planned_only) and saved else EXIT_INCOMPLETE
+
+
+def _retry_failed(finished: dict[int, str], tasks: int, state_dir: str) -> dict[int, str]:
+    """``--retry-failed``: the tasks that failed count as not run, so they run again; each keeps
+    one result in the journal (the latest), so nothing is counted twice."""
+    failed = sum(status == "failed" for status in finished.values())
+    if not failed:
+        left = tasks - len(finished)
+        progress.info("%s: no task of this run failed: nothing to retry%s", state_dir,
+                      f"; resuming the {left} task(s) not run yet" if left > 0 else "")
+        return finished
+    progress.info("%s: retrying %d failed task(s)", state_dir, failed)
+    return {task: status for task, status in finished.items() if status != "failed"}
 
 
 def _nothing_to_resume(args: argparse.Namespace) -> int:
@@ -617,7 +588,7 @@ def cleanup(argv: Sequence[str]) -> int:
     from bats.master.state.leftovers import bill_leftovers
     from bats.provisioners.base import Bootstrap
 
-    args = _cleanup_parser().parse_args(argv)
+    args = parsers.cleanup_parser().parse_args(argv)
     state_dir = Path(args.state_dir)
     config_copy = state_dir / "config.toml"
     with Journal.open(state_dir) as journal:
@@ -690,7 +661,7 @@ def _host_address() -> str:
 def results(argv: Sequence[str]) -> int:
     from bats.master.state.results import export_results
 
-    args = _results_parser().parse_args(argv)
+    args = parsers.results_parser().parse_args(argv)
     if args.output:
         with open(args.output, "w", newline="") as out:
             count = export_results(args.state_dir, out, failed_only=args.failed, fmt=args.format)
@@ -707,7 +678,7 @@ def status(argv: Sequence[str]) -> int:
     from bats.master.views.live import status_text
     from bats.master.views.status import StatusError, ask
 
-    args = _status_parser().parse_args(argv)
+    args = parsers.status_parser().parse_args(argv)
     try:
         figures = ask(args.state_dir)
     except StatusError as exc:
@@ -721,7 +692,7 @@ def report_command(argv: Sequence[str]) -> int:
     from bats.master.views.html_report import ReportError, load_report, write_html
     from bats.master.views.report import summary
 
-    args = _report_parser().parse_args(argv)
+    args = parsers.report_parser().parse_args(argv)
     try:
         report = load_report(args.state_dir)
         if args.html:
@@ -752,7 +723,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv and argv[0] == "cleanup":
             _setup_logging(0, True)
             return cleanup(argv[1:])
-        args = _run_parser().parse_args(argv)
+        if argv and argv[0] == "completion":
+            from .completion import bash_script
+
+            parsers.completion_parser().parse_args(argv[1:])
+            emit(bash_script(), end="")
+            return EXIT_OK
+        args = parsers.run_parser().parse_args(argv)
         _setup_logging(args.verbose, args.quiet)
         return run(args)
     except BrokenPipeError:  # e.g. `bats-master results | head`: the reader has what it wanted

@@ -384,7 +384,8 @@ class Server(Fleet, Driver):
                  msg["version"])
         self._send(identity, encode("welcome", machine=machine_id, heartbeat_s=self.config.master.heartbeat_s,
                                     liveness_s=self.config.master.liveness_s,
-                                    prefetch=self.config.master.worker_capacity - 1, slots=slots))
+                                    prefetch=self.config.master.worker_capacity - 1, slots=slots,
+                                    shell=self.config.master.shell))
         self._feed(c.MachineUp(clock.now(), machine_id, slots))
         return True
 

@@ -541,7 +541,8 @@ NO_CHOICE = f"the clusters have prices, so BaTS needs a choice: {CHOICE_FLAGS}"
 
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``bats-sim`` argument parser."""
     from bats.common import __version__
 
     p = OneLineArgumentParser(
@@ -659,7 +660,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = _parser().parse_args(argv)
+        args = build_parser().parse_args(argv)
         level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
         logging.basicConfig(level=level, format="bats-sim: %(levelname)s: %(message)s", stream=sys.stderr)
         return run(args)

@@ -31,7 +31,9 @@ machine TEXT, attempts INTEGER, timed_out INTEGER, stdout BLOB, stderr BLOB, fin
     order, and appending costs a third of inserting at random task ids (about 5 against 15 µs a
     row, measured on the development machine), which matters at thousands of tasks per second.
     The core records a task's final result once; should a task ever appear twice, readers take
-    its latest row, as an upsert would have left it. ``status`` is ``done`` or ``failed``; the output tails are stored as raw bytes
+    its latest row, as an upsert would have left it. ``--resume --retry-failed`` relies on that: a failed
+    task run again appends its new result, which every reader then takes (the failed row stays, and still
+    counts as a run of the machine that ran it). ``status`` is ``done`` or ``failed``; the output tails are stored as raw bytes
     and decoded (UTF-8, ``errors="replace"``) when read.
 ``machines(machine_id TEXT PRIMARY KEY, cluster TEXT, session INTEGER, acquired_at REAL,
 ready_at REAL, released_at REAL, nt INTEGER, rt_s REAL, uptime_s REAL, atus INTEGER, cost REAL,

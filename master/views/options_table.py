@@ -1,13 +1,20 @@
 """The options table the operator chooses from (seed 000 §4.3): plain text, one row per option.
 
-    id  schedule             cluster1  cluster2   makespan          cost  cushion
-     1  cheapest                    0        29   8 ATU (7h34m)   513.00    10.26
-     2  pareto *                    4        29   7 ATU (6h52m)   582.00        -
-        profitability            1.00      1.33
+    id  schedule     cluster1  cluster2       makespan    cost  budget  cushion
+     1  pareto *            0        30  2 ATU (1h59m)  540.00  540.00   270.00
+     2  cheapest *          1        30  2 ATU (1h58m)  546.00  540.00   279.00
+        profitability    1.00      1.33
+    cheapest (option 2) is seed 000's B_min1 schedule: ...
 
 A ``*`` marks options on the Pareto front of (makespan, cost); a schedule that several of the
-paper's labels produced shows them all ("fastest-20%, +20%"). The last row is each cluster's
-profitability as seed 000 §4.1 defines it (:func:`profitability`). Pure formatting, no I/O.
+paper's labels produced shows them all ("fastest-20%, +20%"). ``cost`` is what the configuration
+is estimated to cost, ``budget`` what its execution is held to (a schedule's budget, which may be
+below its cost when its budget was raised for the rounding problem; a Pareto point's is its cost),
+``cushion`` what it may spend beyond the budget when the operator accepts it. When some option
+costs less than the one labelled ``cheapest`` (the paper's B_min1 schedule is the fastest
+configuration within that budget, and its refinement may pick a dearer configuration), a note
+under the table says so. The last row is each cluster's profitability as seed 000 §4.1 defines it
+(:func:`profitability`). Pure formatting, no I/O.
 """
 
 from __future__ import annotations
@@ -60,17 +67,18 @@ def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[floa
     clusters = list(options[0].machines)
     slots = slots or {}
     headers = ["id", "schedule", *(f"{n} x{slots[n]}" if slots.get(n, 1) > 1 else n for n in clusters),
-               "makespan", "cost", "cushion"]
+               "makespan", "cost", "budget", "cushion"]
     rows = []
-    places = money_places([o.cost for o in options] + [o.cushion for o in options if o.cushion])
+    places = money_places([o.cost for o in options] + [o.budget for o in options]
+                          + [o.cushion for o in options if o.cushion])
     for o in options:
         rows.append([
             str(o.id), option_label(o), *(str(o.machines.get(name, 0)) for name in clusters),
             f"{o.makespan_atu} ATU ({format_duration(o.makespan_s)})",
-            _money(o.cost, places), _money(o.cushion, places) if o.cushion else "-",
+            _money(o.cost, places), _money(o.budget, places), _money(o.cushion, places) if o.cushion else "-",
         ])
     footer = (["", "profitability", *(f"{profit[name]:.2f}" if name in profit else "-" for name in clusters),
-               "", "", ""] if profit else None)
+               "", "", "", ""] if profit else None)
     widths = [max(len(h), *(len(r[i]) for r in [*rows, *([footer] if footer else [])]))
               for i, h in enumerate(headers)]
     left = {1}  # the schedule label is left-aligned, numbers right-aligned
@@ -83,10 +91,29 @@ def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[floa
     lines.extend(render(r) for r in rows)
     if footer:
         lines.append(render(footer))
+    note = cheapest_note(options, places)
+    if note:
+        lines.append(note)
     if hidden:
         lines.append(f"({hidden} more Pareto-optimal option(s) between these; --all-options shows them, "
                      "any id works with --schedule)")
     return "\n".join(lines)
+
+
+def cheapest_note(options: Sequence[Option], places: int = 2) -> str | None:
+    """One line under the table when options cost less than the one labelled ``cheapest``: what
+    that label means (seed 000's B_min1 schedule), so the table does not mislead. None otherwise."""
+    labelled = [o for o in options if o.label == "cheapest" or "cheapest" in o.also]
+    if not labelled:
+        return None
+    cheapest = labelled[0]
+    below = [o.id for o in options if o.cost < cheapest.cost - 1e-9]
+    if not below:
+        return None
+    ids = ", ".join(map(str, below[:5])) + (f" and {len(below) - 5} more" if len(below) > 5 else "")
+    return (f"note: 'cheapest' (option {cheapest.id}) is seed 000's B_min1 schedule, the fastest configuration "
+            f"within the least budget ({_money(cheapest.budget, places)}: the bag on one machine of its cheapest "
+            f"type), refined so its last tasks fit; option(s) {ids} cost less (--schedule takes any id)")
 
 
 def money_places(amounts: Sequence[float], least: int = 2, most: int = 6) -> int:

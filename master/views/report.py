@@ -18,6 +18,8 @@ from bats.common.durations import format_duration
 from bats.master.core import Core, Finish
 from bats.master.state.journal import Journal
 
+from .shell_hints import shell_lines
+
 
 def build_report(core: Core, finish: Finish, journal: Journal, config: Config, session: int,
                  now: float, state_dir: str) -> dict[str, Any]:
@@ -153,6 +155,7 @@ def summary(report: dict[str, Any], report_path: str) -> str:
         if ids:
             shown = ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
             lines.append(f"  {label:<9} task(s) {shown} (bag line numbers)")
+    lines.extend(shell_lines(report))
     if tasks.get("failed"):
         state_dir = report.get("state_dir") or "bats-run"
         lines.append(f"  why       bats-master results --failed --state-dir {shlex.quote(state_dir)} "

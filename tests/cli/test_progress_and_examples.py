@@ -39,3 +39,37 @@ def test_shipped_example_bag_and_configs_are_valid():
     config = load_config(ROOT / "deploy" / "clusters.emulated.toml", provisioners.options_of)
     assert set(config.clusters) == {"cluster1", "cluster2"}
     assert config.clusters["cluster1"].options["slowdown"] == 4.0
+
+
+def test_the_example_configs_load_with_every_provisioner_check():
+    from bats.master.cli.args import load_cluster_config
+
+    local = load_cluster_config(str(ROOT / "examples" / "local-clouds.toml"), None)
+    assert set(local.clusters) == {"fast", "medium", "slow"}
+    assert len({cl.price for cl in local.clusters.values()}) == 3  # three prices, three speeds
+    assert len({cl.options.get("slowdown", 1.0) for cl in local.clusters.values()}) == 3
+    cloud = load_cluster_config(str(ROOT / "examples" / "cloud-and-ssh.toml"), None)
+    assert {cl.provisioner for cl in cloud.clusters.values()} == {"ssh", "ec2"}
+    assert cloud.clusters["spot"].market == "spot"
+
+
+def test_the_demo_bag_leaves_work_to_plan_and_its_options_are_offered():
+    """What `make demo-bats` shows, without running it: the dry run of the demo bag on the three
+    emulated clouds samples part of the bag and offers options for the rest, with a choice that
+    --schedule budget:30 makes."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert "demo-bats:" in makefile and "examples/local-clouds.toml" in makefile
+    assert "make demo-bats" in (ROOT / "README.md").read_text()
+    bag = load_bag(ROOT / "examples" / "demo-tasks.txt")
+    proc = subprocess.run([*MASTER, "--dry-run", "--bag", str(ROOT / "examples" / "demo-tasks.txt"), "--config",
+                           str(ROOT / "examples" / "local-clouds.toml"), "--guess-runtime", "1s", "--schedule",
+                           "budget:30"], capture_output=True, text=True, timeout=120, cwd=ROOT / "examples")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"sampling n_s = 24 task(s) of {len(bag)}" in out
+    assert f"options for the {len(bag) - 24} task(s) left" in out
+    rows = [line.split() for line in out.splitlines() if line[:3].strip().isdigit()]
+    assert len(rows) >= 5 and rows[0][1] == "cheapest" and rows[-1][1] == "fastest"
+    costs = [float(row[-3]) for row in rows]
+    assert costs == sorted(costs) and costs[0] < 30 < costs[-1]  # the budget picks an option in between
+    assert "--schedule budget:30 would run option" in out

@@ -44,6 +44,8 @@ def test_the_wheel_holds_every_module(wheel):
                 if "__pycache__" not in path.parts}
     assert len(expected) > 50
     assert sorted(expected - names) == []
+    # python -m bats (bats/ holds only __main__.py: bats stays a namespace package)
+    assert "bats/__main__.py" in names and "bats/__init__.py" not in names
     # and the packages say they are typed
     assert {f"{package}/py.typed" for package in FOLDERS.values()} <= names
 

@@ -34,13 +34,45 @@ def test_options_table_snapshot():
     assert text == (
         "estimated mean task runtime: cluster1 15m00s (sd 2m14s); cluster2 3m45s (sd 34s)\n"
         "options for the 970 task(s) left (* = Pareto-optimal):\n"
-        "id  schedule             cluster1  cluster2       makespan    cost  cushion\n"
-        " 1  cheapest *                  0        29  8 ATU (7h34m)  513.00    10.26\n"
-        " 2  +20%, fastest-20% *         4        29  7 ATU (6h52m)  582.00        -\n"
-        " 3  pareto *                   32        32  4 ATU (3h28m)  768.00        -\n"
-        " 4  fastest                    32        32  4 ATU (3h28m)  768.00        -\n"
+        "id  schedule             cluster1  cluster2       makespan    cost  budget  cushion\n"
+        " 1  cheapest *                  0        29  8 ATU (7h34m)  513.00  513.00    10.26\n"
+        " 2  +20%, fastest-20% *         4        29  7 ATU (6h52m)  582.00  582.00        -\n"
+        " 3  pareto *                   32        32  4 ATU (3h28m)  768.00  768.00        -\n"
+        " 4  fastest                    32        32  4 ATU (3h28m)  768.00  768.00        -\n"
         "    profitability            1.00      1.33"
     )
+
+
+def test_a_row_dearer_than_another_is_never_left_unexplained_as_cheapest():
+    """Seed 000's 'cheapest' is the B_min1 schedule: found at a budget raised for the rounding
+    problem, it may cost more than a Pareto row. The table shows each option's budget and says so."""
+    import dataclasses
+
+    options = [
+        option(1, "pareto", {"cluster1": 0, "cluster2": 30}, 7140.0, 540.0, cushion=270.0),
+        dataclasses.replace(option(2, "cheapest", {"cluster1": 1, "cluster2": 30}, 7080.0, 546.0, cushion=279.0),
+                            budget=540.0),
+        option(3, "fastest", {"cluster1": 32, "cluster2": 32}, 5340.0, 768.0),
+    ]
+    lines = format_options(options).splitlines()
+    assert lines[0].split()[-3:] == ["cost", "budget", "cushion"]
+    assert lines[2].split()[-3:] == ["546.00", "540.00", "279.00"]
+    assert lines[-1] == ("note: 'cheapest' (option 2) is seed 000's B_min1 schedule, the fastest configuration within "
+                         "the least budget (540.00: the bag on one machine of its cheapest type), refined so its last "
+                         "tasks fit; option(s) 1 cost less (--schedule takes any id)")
+    # when the row labelled cheapest is the least cost, there is nothing to explain
+    assert "note:" not in format_options(options[1:])
+
+
+def test_the_real_planner_explains_a_cheaper_row_than_cheapest(capsys):
+    # S3-4, seed 1: B_min1's schedule is (1, 30) at 546, found at a raised budget; (0, 30) costs 540
+    assert main([*RUN, "--plan-only"]) == 0
+    table = capsys.readouterr().out.split("INCOMPLETE")[0]
+    rows = [line.split() for line in table.splitlines() if line[:3].strip().isdigit()]
+    costs = {int(row[0]): float(row[-3].replace(",", "")) for row in rows}
+    cheapest = next(int(row[0]) for row in rows if row[1] == "cheapest")
+    assert min(costs.values()) < costs[cheapest]
+    assert f"note: 'cheapest' (option {cheapest}) is seed 000's B_min1 schedule" in table
 
 
 def test_profitability_follows_seed_000_and_skips_free_clusters():

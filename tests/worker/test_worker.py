@@ -83,14 +83,15 @@ class FakeMaster:
     def send_raw(self, frame: bytes) -> None:
         self.sock.send_multipart([self.peer, frame])
 
-    def welcome(self, heartbeat_s: float = 0.2, liveness_s: float = 10.0, slots: int = 1) -> None:
+    def welcome(self, heartbeat_s: float = 0.2, liveness_s: float = 10.0, slots: int = 1,
+                shell: str = "/bin/sh") -> None:
         self.send("welcome", machine=MACHINE, heartbeat_s=heartbeat_s, liveness_s=liveness_s, prefetch=1,
-                  slots=slots)
+                  slots=slots, shell=shell)
 
-    def handshake(self, heartbeat_s: float = 0.2, liveness_s: float = 10.0) -> dict[str, Any]:
+    def handshake(self, heartbeat_s: float = 0.2, liveness_s: float = 10.0, shell: str = "/bin/sh") -> dict[str, Any]:
         """hello → welcome → ask; returns the hello."""
         hello = self.expect("hello", timeout=10)
-        self.welcome(heartbeat_s, liveness_s)
+        self.welcome(heartbeat_s, liveness_s, shell=shell)
         ask = self.expect("ask")
         assert ask["n"] == 2
         return hello
@@ -472,7 +473,7 @@ def test_garbage_from_the_master_is_dropped(master: FakeMaster, spawn: Any) -> N
         encode("task", task=1),
         encode("task", task=True, attempt=0, command="true", timeout_s=None),
         encode("task", task=1, attempt=0, command=b"true", timeout_s=None),
-        encode("welcome", machine=MACHINE, heartbeat_s="fast", liveness_s=1, prefetch=1, slots=1),
+        encode("welcome", machine=MACHINE, heartbeat_s="fast", liveness_s=1, prefetch=1, slots=1, shell="/bin/sh"),
         b"\x00" * (2 << 20),
     ]
     for frame in garbage:

@@ -1,0 +1,162 @@
+"""``bats-master --dry-run``: what a run would do, without spending anything or starting a machine.
+
+It checks the bag, the config and the flags as a real start does, then asks the real BaTS core (the
+same code, fed no machine) what it would sample: the machines each cluster's sampling phase acquires,
+n_s and the replicated tasks. When task runtimes are known, from an earlier run of the same bag in
+``--state-dir`` (:mod:`bats.master.state.earlier`) or from ``--guess-runtime``, a second core plans
+from them as a resumed run plans from an earlier session's sample, and its options table is shown:
+the options the operator would choose from, priced by the same planner. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+
+from bats.common.config import Config
+from bats.common.durations import format_duration, parse_duration
+from bats.master.state.bag import Bag
+
+from .args import UsageError
+from .output import emit
+
+
+def parse_guess(text: str, config: Config) -> dict[str, float]:
+    """``--guess-runtime``: ``30s`` for every cluster (divided by its speed: the ``speed`` key, or
+    1/slowdown for an emulated local cluster, as bats-sim does) or ``fast=10s,slow=30s``."""
+    from bats.master.sim.driver import cluster_speed
+
+    guesses: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        name, _, value = part.rpartition("=")
+        try:
+            seconds = parse_duration(value.strip())
+        except ValueError as exc:
+            raise UsageError(f"--guess-runtime {text}: {exc}") from None
+        if not seconds > 0:
+            raise UsageError(f"--guess-runtime {text}: a runtime must be longer than 0 seconds")
+        if not name:
+            guesses.update({n: seconds / cluster_speed(cl) for n, cl in config.clusters.items()
+                            if n not in guesses})
+        elif name.strip() in config.clusters:
+            guesses[name.strip()] = seconds
+        else:
+            raise UsageError(f"--guess-runtime {text}: no cluster {name.strip()!r} in {config.source} "
+                             f"(clusters: {', '.join(config.clusters)})")
+    return guesses
+
+
+def dry_run(args: argparse.Namespace, bag: Bag, config: Config, choice) -> int:
+    """Print what the run would sample and, with runtimes, its options; exit 0."""
+    from bats.master import core as c
+    from bats.master.core.bats.settings import Choice
+    from bats.master.core.billing import atus_begun
+    from bats.master.core.registry import build_core
+    from bats.master.views.options_table import money_places
+
+    guesses = parse_guess(args.guess_runtime, config) if args.guess_runtime else {}
+    lines = ["dry run: nothing is started and nothing is paid for",
+             f"bag {args.bag}: {len(bag)} task(s); clusters from {config.source or 'the default local config'}"]
+    if choice.policy == "self":
+        machines = ", ".join(f"{cl.max} x {name}" for name, cl in config.clusters.items())
+        emit("\n".join([*lines, f"policy self (every cluster is free): the bag would run on every machine "
+                                f"({machines}); no sampling, no options"]))
+        return 0
+    core = build_core(bag.task_ids, config, random.Random(0), Choice(policy="bats"))
+    asked = {a.cluster: a.n for a in core.handle(c.RunStarted(0.0)) if isinstance(a, c.Acquire)}
+    sample_size = int(getattr(core, "sample_size", 0))
+    lines.append(f"policy {choice.policy}: sampling n_s = {sample_size} task(s) of {len(bag)} (confidence "
+                 f"{config.sampling.confidence:g}, error {config.sampling.error:g}), the first "
+                 f"{min(7, len(bag))} run on every cluster; the sampled tasks are real work and are not run again")
+    first = {name: n * atus_begun(0.001, config.clusters[name].atu_s, config.clusters[name].min_charge_s)
+             * config.clusters[name].price for name, n in asked.items()}
+    places = money_places(list(first.values()))
+    lines.append("  cluster   machines  price/ATU     ATU  first ATU of each")
+    for name, cl in config.clusters.items():
+        lines.append(f"  {name:<9} {asked.get(name, 0):>8}  {cl.price:>9g}  {format_duration(cl.atu_s):>6}  "
+                     f"{first.get(name, 0.0):>.{places}f}")
+    lines.append(f"  sampling costs at least {sum(first.values()):.{places}f} (one ATU of every sampling machine; "
+                 "more when the sample takes longer)")
+    runtimes, said = _known_runtimes(args, bag, config, guesses)
+    lines.extend(said)
+    if choice.policy != "bats":
+        lines.append(f"(--dry-run shows BaTS's options; the {choice.policy} plan is made once the sample is measured)")
+    if choice.policy != "bats" or not runtimes:
+        emit("\n".join(lines))
+        return 0
+    try:
+        lines.extend(_options(bag, config, choice, runtimes, sample_size))
+    except ValueError as exc:
+        lines.append(f"no options: {exc}")
+    emit("\n".join(lines))
+    return 0
+
+
+def _known_runtimes(args, bag: Bag, config: Config, guesses: dict[str, float]):
+    """(runtimes per cluster, lines saying where they come from): the guesses, then an earlier run."""
+    from bats.master.state.earlier import EarlierRunError, earlier_runtimes
+
+    runtimes: dict[str, list[float]] = {name: [seconds] for name, seconds in guesses.items()}
+    said = []
+    if guesses:
+        said.append("runtimes guessed (--guess-runtime): " + ", ".join(
+            f"{name} {format_duration(values[0])}" for name, values in runtimes.items()))
+    missing = [name for name in config.clusters if name not in runtimes]
+    if missing:
+        try:
+            earlier = earlier_runtimes(args.state_dir, bag.sha256)
+        except EarlierRunError as exc:
+            said.append(f"no earlier run to learn runtimes from: {exc}")
+        else:
+            used = [name for name in missing if name in earlier.runtimes]
+            for name in used:
+                runtimes[name] = earlier.runtimes[name]
+            if used:
+                said.append(f"runtimes measured by the run in {args.state_dir}: " + ", ".join(
+                    f"{name} {format_duration(sum(runtimes[name]) / len(runtimes[name]))} "
+                    f"({len(runtimes[name])} from its {earlier.source[name]})" for name in used))
+    missing = [name for name in config.clusters if name not in runtimes]
+    if missing and runtimes:
+        said.append(f"no runtime known for {', '.join(missing)}: left out of the options "
+                    f"(--guess-runtime {missing[0]}=DURATION adds it)")
+    elif missing:
+        said.append("the options need task runtimes: give --guess-runtime DURATION (or CLUSTER=DURATION,...), "
+                    "or --state-dir of an earlier run of this bag")
+    return runtimes, said
+
+
+def _options(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]], sample_size: int) -> list[str]:
+    """The options the real core offers when it plans from ``runtimes`` after a sample of
+    ``sample_size`` tasks, and which one the choice flags would take."""
+    from bats.master import core as c
+    from bats.master.core.bats.policy import BatsCore
+    from bats.master.core.bats.settings import Choice
+    from bats.master.core.planning.planner import spread
+    from bats.master.core.registry import build_core
+    from bats.master.views.options_table import core_profitability, format_options
+
+    done = {task: "done" for task in list(bag.task_ids)[:min(sample_size, len(bag) - 1)]}
+    options_choice = Choice(policy="bats", planner=choice.planner, all_options=choice.all_options)
+    prior = {name: tuple(values) for name, values in runtimes.items()}
+    core = build_core(bag.task_ids, config, random.Random(0), options_choice, prior_sample=prior, finished=done)
+    actions = core.handle(c.RunStarted(0.0))
+    offer = next((a for a in actions if isinstance(a, c.OfferOptions)), None)
+    if offer is None:
+        reasons = [a.reason for a in actions if isinstance(a, c.Finish)]
+        return [f"no options: {reasons[0] if reasons else 'the planner found none'}"]
+    shown = list(offer.options) if choice.all_options else spread(offer.options)
+    lines = [format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown),
+                            profit=core_profitability(core))]
+    if isinstance(core, BatsCore) and (choice.schedule is not None or choice.budget is not None):
+        try:
+            picked = core.choose(choice.schedule) if choice.schedule else core.option_within(choice.budget)
+        except ValueError as exc:
+            lines.append(f"the choice flags would stop the run: {exc}")
+        else:
+            flag = f"--schedule {choice.schedule}" if choice.schedule else f"--budget {choice.budget:g}"
+            machines = ", ".join(f"{n} x {name}" for name, n in picked.machines.items() if n)
+            same = [o.id for o in offer.options if o.machines == picked.machines]
+            lines.append(f"{flag} would run {'option ' + str(same[0]) if same else 'the configuration'} "
+                         f"({machines}): about {format_duration(picked.makespan_s)} for {picked.cost:g}"
+                         + (" after the sampling, paid from the same budget" if choice.budget is not None else ""))
+    return lines
