@@ -256,23 +256,37 @@ class LiveView:
     """On a terminal: :func:`rich_view` redrawn on every snapshot (rich's ``Live``, cleared at the
     end so the summary follows); otherwise :func:`one_line` logged every ``log_every_s``."""
 
-    def __init__(self, live: bool | None = None, log_every_s: float = LOG_EVERY_S) -> None:
+    def __init__(self, live: bool | None = None, log_every_s: float = LOG_EVERY_S, console: Any = None) -> None:
         import sys
 
         self.live = sys.stderr.isatty() if live is None else live
         self.log_every_s = log_every_s
         self.last_log = time.monotonic()
         self._live: Any = None
+        self._console = console  # a rich Console; None: one on standard error
+        self._moved: list[tuple[logging.StreamHandler, Any]] = []  # log handlers sent through the view
         self.closed = False
 
     def _start(self) -> None:
+        import sys
+
         from rich.console import Console
         from rich.live import Live
         from rich.text import Text
 
-        self._live = Live(Text("bats: starting"), console=Console(stderr=True), transient=True,
+        self._live = Live(Text("bats: starting"), console=self._console or Console(stderr=True), transient=True,
                           auto_refresh=False, redirect_stdout=False, redirect_stderr=True)
+        terminal = sys.stderr
         self._live.start()
+        # a log line written straight to the terminal would land inside the drawing (the next redraw
+        # then leaves a frozen copy of the view, or draws over the line): the handlers that write
+        # to the terminal write through the view instead, which prints each line above itself
+        if sys.stderr is terminal:
+            return  # not a terminal after all: nothing was redirected
+        for handler in logging.getLogger().handlers:
+            if type(handler) is logging.StreamHandler and handler.stream is terminal:
+                handler.setStream(sys.stderr)
+                self._moved.append((handler, terminal))
 
     def show(self, snap: dict[str, Any]) -> None:
         if self.closed:
@@ -291,6 +305,9 @@ class LiveView:
         """Clear the view (the options table and the prompt take the terminal); the next
         :meth:`show` brings it back."""
         if self._live is not None:
+            for handler, stream in self._moved:
+                handler.setStream(stream)
+            self._moved = []
             self._live.stop()
             self._live = None
 
