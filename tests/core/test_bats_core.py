@@ -500,7 +500,7 @@ def test_property_the_budget_is_a_ceiling_and_every_task_is_counted_once(cluster
     assert spent <= limit * (1 + 1e-9), (report["status"], report["reason"], report["cost"], limit)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)  # each example runs twice; determinism needs few
 @given(clusters=st.lists(cluster_strategy, min_size=1, max_size=3), tasks=st.integers(20, 400),
        spec=spec_strategy, how=choice_strategy, seed=st.integers(0, 2**32 - 1))
 def test_property_the_same_seed_replays_the_same_report(clusters, tasks, spec, how, seed):
