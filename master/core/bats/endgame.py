@@ -82,7 +82,7 @@ class EndGame(c.Core):
 
     def _mean_of(self, cluster: str) -> float:
         estimate = self.estimates.get(cluster)
-        return estimate.stats().mean_s if estimate is not None else math.inf
+        return estimate.mean_s if estimate is not None else math.inf
 
     def _free_at(self, m: c.Machine, now: float) -> float:
         """When ``m`` is expected to have a slot free (now if one is)."""
@@ -97,12 +97,15 @@ class EndGame(c.Core):
     def _among_first(self, machine: c.Machine, waiting: int) -> bool:
         """Whether ``machine`` is among the ``waiting`` machines expected to finish a task first."""
         now = self._now
-        mine = now + self._mean_of(machine.cluster)
+        means = {name: self._mean_of(name) for name in self.clusters}  # once: a pool may hold 1,000 machines
+        mine = now + means[machine.cluster]
         better = 0
         for m in self.machines.values():
             if m is machine or m.state is not c.MachineState.UP or m.release_at is not None:
                 continue
-            if self._free_at(m, now) + self._mean_of(m.cluster) < mine - 1e-9:
+            if means[m.cluster] >= mine - now - 1e-9:
+                continue  # free at once or later, it still ends a task no sooner (a slower or equal cluster)
+            if self._free_at(m, now) + means[m.cluster] < mine - 1e-9:
                 better += 1
                 if better >= waiting:
                     return False
@@ -116,18 +119,21 @@ class EndGame(c.Core):
         if not math.isfinite(mean_here) or machine.state is not c.MachineState.UP or machine.id in self._copy_of:
             return None
         tau_e = self._tau_e()
+        # a copy ends first only when it runs on a faster cluster (total * mean_here / there < total - elapsed)
+        slower = {name: mean for name in self.clusters
+                  if math.isfinite(mean := self._mean_of(name)) and mean > mean_here}
+        if not slower:
+            return None
         best: tuple[float, int, float] | None = None  # (gain, task, copy end)
         for m in self.machines.values():
-            if m is machine or m.state is not c.MachineState.UP or not m.held or m.running_since is None:
+            there = slower.get(m.cluster)
+            if there is None or m.state is not c.MachineState.UP or not m.held or m.running_since is None:
                 continue
             task = m.held[0][0]
             if task in self._copies or self._status[task] != c.RUNNING:
                 continue
             elapsed = max(0.0, now - m.running_since)
             total = max(elapsed, float(tau_e(m.cluster, elapsed)))
-            there = self._mean_of(m.cluster)
-            if not (math.isfinite(there) and there > 0):
-                continue
             ends_there = m.running_since + total
             ends_here = now + total * mean_here / there
             gain = ends_there - ends_here

@@ -31,6 +31,7 @@ from .endgame import EndGame
 from .settings import EXECUTING, BatsSettings
 
 REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan this often
+TIGHT_PLAN_REUSE_S = 10.0  # a hand-out reuses a release plan this old when money is tight
 
 
 class Execution(EndGame):
@@ -51,7 +52,7 @@ class Execution(EndGame):
     _release_edge: dict[str, float]  # marked machine -> the edge of its paid time
     selected: Option | None
     budget: float | None
-    _keep_cache: tuple[tuple, frozenset[str]] | None = None  # see _kept_by_budget
+    _keep_cache: tuple[tuple, float, float, frozenset[str]] | None = None  # see _kept_by_budget
     sampling_cost: float | None
     execution_started_at: float | None
 
@@ -151,12 +152,37 @@ class Execution(EndGame):
         return ends > self._edge(m, now) - self.settings.release_margin_s
 
     def _kept_by_budget(self, machine_id: str, now: float) -> bool:
-        """Whether the release plan keeps ``machine_id`` (its next ATU reserved); one plan per
-        moment and set of machines, however many tasks are handed out at that moment."""
-        key = (now, len(self._marked), self._live, sum(self._requested.values()), self.budget, self.cushion)
-        if self._keep_cache is None or self._keep_cache[0] != key:
-            self._keep_cache = (key, frozenset(self._release_plan(now).keep))
-        return machine_id in self._keep_cache[1]
+        """Whether the release plan keeps ``machine_id`` (its next ATU reserved).
+
+        Building the plan walks every machine, and a pool of a thousand machines hands out tasks at
+        thousands of distinct moments, so one plan serves the hand-outs of ``TIGHT_PLAN_REUSE_S``. A
+        stale answer is safe: it only marks a machine early, or leaves the decision to the ceiling
+        check, which always plans afresh. While the money is plentiful the plan serves until the
+        next ceiling check: when it kept every machine with money to spare for each to begin an ATU
+        at every edge it may pass before then (each such ATU leaves the reservation as it was and
+        the spare one ATU less), a fresh plan would say the same. A change in the machines, the
+        prices or the money builds it afresh."""
+        key = (self._last_ceiling, len(self._marked), self._live, sum(self._requested.values()), self.budget,
+               self.cushion, tuple(self.prices.values()))
+        cache = self._keep_cache
+        if cache is not None and cache[0] == key and cache[1] <= now <= cache[2]:
+            return machine_id in cache[3]
+        plan = self._release_plan(now)
+        until = now + min(TIGHT_PLAN_REUSE_S, self._ceiling_s)
+        check = math.inf
+        if not plan.release:
+            # the next check: periodic, or (edge-checked clusters only) at a machine's edge less the margin
+            check = self._last_ceiling + self._ceiling_s if math.isfinite(self._ceiling_s) else self._ceiling_at
+        if math.isfinite(check):
+            drift = 0.0
+            for m in self.machines.values():
+                if m.state is not c.MachineState.GONE:
+                    billing = self.billings[m.cluster]
+                    drift += billing.price * math.ceil(max(0.0, check - now) / billing.atu_s - 1e-9)
+            if plan.money_left - plan.reserved >= drift - 1e-9:
+                until = max(until, check)
+        self._keep_cache = (key, now, until, frozenset(plan.keep))
+        return machine_id in plan.keep
 
     def _acquire(self, name: str, n: int, now: float) -> list[c.Action]:
         n = min(n, self.machines_allowed())

@@ -262,7 +262,7 @@ class BatsCore(Execution):
         if self.budget is None or estimate is None or machine.state is not c.MachineState.UP:
             return []
         now = self._now
-        mean = estimate.stats().mean_s
+        mean = estimate.mean_s
         if now + machine.rounds_to_end() * mean <= self._edge(machine, now) - self.settings.release_margin_s:
             return []  # it ends in paid time
         if self._kept_by_budget(machine.id, now):
@@ -275,7 +275,7 @@ class BatsCore(Execution):
         estimate = self.estimates.get(machine.cluster)
         if estimate is None or machine.release_at is None:
             return True
-        mean = estimate.stats().mean_s
+        mean = estimate.mean_s
         return self._now + machine.rounds_to_end() * mean <= machine.release_at
 
     def _return_task(self, task: int, attempt: int, machine: c.Machine) -> None:

@@ -214,6 +214,14 @@ class RuntimeEstimate:
         return self._n_done
 
     @property
+    def mean_s(self) -> float:
+        """T_i of the done runtimes alone (``stats().mean_s`` with nothing running), without
+        building the stats: the hand-out asks it for every task."""
+        if self._n_done == 0:
+            raise ValueError("no runtimes seen on this cluster yet")
+        return self._mean_done
+
+    @property
     def sample(self) -> tuple[float, ...]:
         """The sample runtimes, sorted ascending."""
         return tuple(self._sample)
