@@ -324,9 +324,9 @@ class Execution(EndGame):
             return self._planner(self.remaining).fastest_within(money)
         z = z_value(self.settings.sampling.confidence)
         upper = {}
-        for name, estimate in self.estimates.items():
+        for name in self.estimates:
             stats = self._stats(name, now)
-            n = max(1, len(estimate.sample) + stats.n_done)
+            n = max(1, stats.n_done)  # the sample runtimes are among the done ones
             upper[name] = stats.mean_s + z * stats.sd_s / math.sqrt(n)
         planner = self._planner(self.remaining, upper)
         limit = money

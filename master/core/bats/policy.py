@@ -402,9 +402,9 @@ class BatsCore(Execution):
         little longer than the sample said."""
         z = z_value(self.settings.sampling.confidence)
         upper = {}
-        for name, estimate in self.estimates.items():
+        for name in self.estimates:
             stats = self._stats(name, self._now)
-            n = max(1, len(estimate.sample) + stats.n_done)
+            n = max(1, stats.n_done)  # the sample runtimes are among the done ones
             upper[name] = max(MIN_MEAN_S, stats.mean_s + z * stats.sd_s / math.sqrt(n))
         return self._planner(n_tasks, upper)
 
