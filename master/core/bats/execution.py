@@ -24,7 +24,6 @@ import numpy as np
 from bats.master import core as c
 
 from ..actions import Notify, WakeAt
-from ..planning.estimate import z_value
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
 from ..planning.planner import Option, Planner
 from .endgame import EndGame
@@ -60,6 +59,7 @@ class Execution(EndGame):
         def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner: ...
         def _sampling_not_budgeted(self) -> float: ...
         def _stats(self, cluster: str, now: float) -> Any: ...
+        def _upper_means(self, now: float) -> dict[str, float]: ...
 
     def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
                          keep_budget: bool) -> list[c.Action]:
@@ -316,18 +316,13 @@ class Execution(EndGame):
     def _replan_within(self, money: float, now: float) -> dict[str, int] | None:
         """The configuration a run behind its plan moves to: the fastest that the money left pays
         with room for the estimate's error. Each cluster's mean is taken at the upper end of its
-        confidence interval (the sampling confidence), and a machine it adds is charged one ATU
+        confidence interval (``error_confidence``), and a machine it adds is charged one ATU
         more when its boot time and one task more (tasks are whole) carry it past the ATUs the
         plan's makespan rounds up to. So a run that is short of money does not spend it all on new
         machines the estimate only just pays, and keeps what it has for finishing tasks."""
         if not math.isfinite(money):
             return self._planner(self.remaining).fastest_within(money)
-        z = z_value(self.settings.sampling.confidence)
-        upper = {}
-        for name in self.estimates:
-            stats = self._stats(name, now)
-            n = max(1, stats.n_done)  # the sample runtimes are among the done ones
-            upper[name] = stats.mean_s + z * stats.sd_s / math.sqrt(n)
+        upper = self._upper_means(now)
         planner = self._planner(self.remaining, upper)
         limit = money
         for _ in range(8):

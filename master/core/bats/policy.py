@@ -397,16 +397,19 @@ class BatsCore(Execution):
         return [_with_estimate_cushion(o, upper) for o in options]
 
     def _upper_planner(self, n_tasks: int) -> Planner:
-        """The planner with every cluster's mean at the upper end of its confidence interval (the
-        sample's confidence, mean + z sd / sqrt(n)): what the options cost if the tasks take a
-        little longer than the sample said."""
-        z = z_value(self.settings.sampling.confidence)
+        """The planner with every cluster's mean at the upper end of its confidence interval: what
+        the options cost if the tasks take a little longer than the sample said."""
+        return self._planner(n_tasks, self._upper_means(self._now))
+
+    def _upper_means(self, now: float) -> dict[str, float]:
+        """Each cluster's mean at the upper end of its ``error_confidence`` interval, mean + z sd /
+        sqrt(n), n the runtimes seen on it (the sample's among them)."""
+        z = z_value(self.settings.error_confidence)
         upper = {}
         for name in self.estimates:
-            stats = self._stats(name, self._now)
-            n = max(1, stats.n_done)  # the sample runtimes are among the done ones
-            upper[name] = max(MIN_MEAN_S, stats.mean_s + z * stats.sd_s / math.sqrt(n))
-        return self._planner(n_tasks, upper)
+            stats = self._stats(name, now)
+            upper[name] = max(MIN_MEAN_S, stats.mean_s + z * stats.sd_s / math.sqrt(max(1, stats.n_done)))
+        return upper
 
     def _cheapest_option(self, planner: Planner) -> Option:
         """One machine of the cluster that runs the tasks left for the least money (B_min1's)."""

@@ -30,6 +30,11 @@ class BatsSettings:
     budget: float | None = None  # given up front: implicit sampling, the budget covers everything
     cushion_accepted: bool = False  # with an up-front budget: may spend the rounding cushion too
     max_raise: float = DEFAULT_MAX_RAISE
+    # the cushion's room for the estimate's own error: each cluster's mean is taken at the upper
+    # end of this confidence interval (mean + z sd / sqrt(n)); wider than the sample's 0.95 because
+    # a sample of a skewed bag (Lévy, bimodal) underestimates its mean more often than the normal
+    # law says (make execution-study)
+    error_confidence: float = 0.99
     planner: str = "exact"  # "exact" or "ga"
     # cluster -> complete sample set an earlier session of the run measured (it stopped before a
     # choice): the run plans from it instead of sampling again
