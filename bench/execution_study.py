@@ -124,8 +124,8 @@ def middle_option(config: Config, tasks: int, runtimes: str, seed: int) -> str |
 
 def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, list, list]:
     """Every schedule on one pool: the counters, the rows that missed a goal, per completed run
-    (schedule, actual / planned execution makespan - 1), and per run (schedule, cushion / budget,
-    execution spent / budget)."""
+    (schedule, actual / planned execution makespan - 1, tasks per machine at the choice), and per
+    run (schedule, cushion / budget, execution spent / budget, sampling / total cost)."""
     p, config, tasks, runtimes, run_seed = args
     totals: Counter = Counter()
     rows: list = []
@@ -163,9 +163,14 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
         planned = (report.get("selected") or {}).get("makespan_s")
         started = getattr(core, "execution_started_at", None)
         if not incomplete and planned and started is not None and core.last_finish_at is not None:
-            lateness.append((schedule, (core.last_finish_at - started) / planned - 1.0))
-        if budget > 0:  # the money: (schedule, cushion offered / budget, execution spent / budget)
-            money.append((schedule, report.get("cushion", 0.0) / budget, report["cost"]["execution"] / budget))
+            machines = sum((report.get("selected") or {}).get("machines", {}).values()) or 1
+            per_machine = (report.get("tasks_at_plan") or 0) / machines
+            lateness.append((schedule, (core.last_finish_at - started) / planned - 1.0, per_machine))
+        if budget > 0:  # the money: (schedule, cushion offered / budget, execution spent / budget,
+            # sampling's share of the run's total cost)
+            total = report["cost"]["total"]
+            money.append((schedule, report.get("cushion", 0.0) / budget, report["cost"]["execution"] / budget,
+                          report["cost"]["sampling"] / total if total > 0 else 0.0))
         if over or incomplete or sim.killed_in_paid_time:
             rows.append((p, schedule, tasks, runtimes, len(config.clusters), report["status"],
                          report["reason"], sim.killed, sim.killed_in_paid_time))
@@ -239,7 +244,7 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         "|---|---|---|---|---|",
     ]
     for schedule in SCHEDULES:
-        values = [v for s, v in result["lateness"] if s == schedule]
+        values = [v for s, v, _ in result["lateness"] if s == schedule]
         if not values:
             continue
         late = sum(v > 0.05 for v in values)
@@ -247,21 +252,37 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
                      f"{100 * (_quantile(values, 0.9) or 0.0):+.1f} % | {100 * late / len(values):.0f} % |")
     lines += [
         "",
+        "The same for runs with at least 10 tasks per machine of the chosen configuration (where whole",
+        "tasks matter little), with the median error either way:",
+        "",
+        "| schedule | runs | median | median abs | p90 | late (> +5 %) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for schedule in (*SCHEDULES, "all"):
+        values = [v for s, v, per in result["lateness"] if schedule in (s, "all") and per >= 10]
+        if not values:
+            continue
+        late = sum(v > 0.05 for v in values)
+        lines.append(f"| {schedule} | {len(values)} | {100 * statistics.median(values):+.1f} % | "
+                     f"{100 * statistics.median(abs(v) for v in values):.1f} % | "
+                     f"{100 * (_quantile(values, 0.9) or 0.0):+.1f} % | {100 * late / len(values):.0f} % |")
+    lines += [
+        "",
         "Money against the chosen option's budget (every run; the cushion offered, as the options table",
         "shows it, and the execution's spend):",
         "",
-        "| schedule | runs | cushion: median | spent: median | spent: p90 | spent into the cushion |",
-        "|---|---|---|---|---|---|",
+        "| schedule | runs | cushion: median | spent: median | spent: p90 | spent into the cushion | sampling share of the total: median |",
+        "|---|---|---|---|---|---|---|",
     ]
     for schedule in SCHEDULES:
-        rows_of = [(cu, sp) for s, cu, sp in result["money"] if s == schedule]
+        rows_of = [(cu, sp, sa) for s, cu, sp, sa in result["money"] if s == schedule]
         if not rows_of:
             continue
-        cushions, spends = [cu for cu, _ in rows_of], [sp for _, sp in rows_of]
+        cushions, spends = [cu for cu, _, _ in rows_of], [sp for _, sp, _ in rows_of]
         into = sum(sp > 1.0 + 1e-9 for sp in spends)
         lines.append(f"| {schedule} | {len(rows_of)} | {100 * statistics.median(cushions):.0f} % | "
                      f"{100 * statistics.median(spends):.0f} % | {100 * (_quantile(spends, 0.9) or 0.0):.0f} % | "
-                     f"{100 * into / len(rows_of):.0f} % |")
+                     f"{100 * into / len(rows_of):.0f} % | {100 * statistics.median(sa for _, _, sa in rows_of):.0f} % |")
     lines += [
         "",
         "A task \"would have ended before its machine's paid edge\" when its true runtime (the simulator",

@@ -151,6 +151,44 @@ def test_schedule_chosen_acquires_the_missing_machines_and_keeps_sampling_machin
     assert d.feed(ScheduleChosen(41.0, core.choose("fastest"))) == []
 
 
+def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
+    """The options are for the 16 tasks left at t=40; the sampling machines go on until the answer
+    at t=50, when 7 are left. The choice keeps its meaning there: `fastest` is the fastest
+    configuration for 7 tasks (all six machines, 8 s); a Pareto configuration chosen by id is the
+    same machines priced again for 7 tasks."""
+    d, _event, _actions = sampled()
+    core = d.core
+    offered = core.choose("fastest")
+    assert (offered.machines, round(offered.makespan_s)) == ({"a": 3, "b": 3}, 18)
+    d.through(50.0)
+    assert core.remaining == 7
+    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 7)
+    fastest = next(o for o in planner.options() if o.label == "fastest")
+    assert d.feed(ScheduleChosen(50.0, offered))[:2] == [
+        c.Notify("9 task(s) ended while the options were shown: option 8 (fastest) planned again for the 7 left: "
+                 "3 x a, 3 x b, 8 s, budget 9 (offered: 3 x a, 3 x b, 18 s, budget 9)"),
+        c.Notify(f"executing option {fastest.id} (fastest): 3 x a, 3 x b, budget 9")]
+    assert (core.selected, core.tasks_at_plan, core.options) == (fastest, 7, planner.options())
+
+    d, _event, _actions = sampled()
+    core = d.core
+    offered = core.choose("4")
+    d.through(50.0)
+    actions = d.feed(ScheduleChosen(50.0, offered))
+    assert actions[0] == c.Notify("9 task(s) ended while the options were shown: option 4 (pareto) planned again "
+                                  "for the 7 left: 3 x a, 1 x b, 14 s, budget 5 "
+                                  "(offered: 3 x a, 1 x b, 32 s, budget 5)")
+    assert (core.selected.machines, core.selected.makespan_s) == ({"a": 3, "b": 1}, planner.estimate(
+        {"a": 3, "b": 1}).makespan_s)
+
+
+def test_a_choice_made_before_any_task_ended_is_kept_as_offered():
+    d, _event, _actions = sampled()
+    option = d.core.choose("fastest")
+    assert d.feed(ScheduleChosen(40.0, option))[0] == c.Notify("executing option 8 (fastest): 3 x a, 3 x b, budget 9")
+    assert d.core.selected == option
+
+
 def test_choose_names_an_option():
     d, _event, _actions = sampled()
     core = d.core

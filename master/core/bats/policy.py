@@ -91,7 +91,7 @@ from ..planning.monitor import (
     Billing,
     TailEstimates,
 )
-from ..planning.planner import ClusterPlan, Option, Planner
+from ..planning.planner import LABELLED, ClusterPlan, Option, Planner
 from ..view import CoreView
 from .execution import Execution, _affordable, _machines_text
 from .sampling import Sample
@@ -505,7 +505,48 @@ class BatsCore(Execution):
     def _on_schedule_chosen(self, ev: ScheduleChosen) -> list[c.Action]:
         if self.phase != OFFERING:
             return []
-        return self._start_execution(ev.now, ev.option, ev.cushion_accepted, keep_budget=False)
+        option, notes = self._refresh_choice(ev.option)
+        return notes + self._start_execution(ev.now, option, ev.cushion_accepted, keep_budget=False)
+
+    def _refresh_choice(self, option: Option) -> tuple[Option, list[c.Action]]:
+        """The sampling machines kept working while the operator chose, so the options were
+        planned for more tasks than are left at the answer. They are planned again for the tasks
+        left (with the estimates as they are now), and the choice keeps its meaning there: the same
+        schedule (cheapest, +20%, fastest-20%, fastest), the fastest configuration within the same
+        budget, or the same configuration priced again. Unchanged when no task ended meanwhile."""
+        before = self.tasks_at_plan
+        if before is None or self.remaining >= before or self.remaining <= 0:
+            return option, []
+        planner = self._planner(self.remaining)
+        try:
+            options = self._plan_options(planner)
+        except ValueError:
+            return option, []
+        schedules = {option.label, *option.also} & set(LABELLED)
+        new: Option | None
+        if schedules:
+            new = next((o for o in options if schedules & {o.label, *o.also}), None)
+        elif option.label == "budget":
+            new = planner.schedule_within(option.budget, label="budget", max_raise=self.settings.max_raise)
+        else:
+            new = next((o for o in options if o.machines == option.machines), None)
+            if new is None:
+                est = planner.estimate(option.machines)
+                new = _with_estimate_cushion(dataclasses.replace(
+                    option, machines=est.machines, makespan_s=est.makespan_s, makespan_atu=est.makespan_atu,
+                    cost=est.cost, budget=est.cost, cushion=0.0, delta_n=est.delta_n, rounding=""),
+                    self._upper_planner(self.remaining))
+        if new is None:
+            return option, []
+        self.options, self.tasks_at_plan = options, self.remaining
+        self.plan_estimates = {p.name: (p.mean_s, self._stats(p.name, self._now).sd_s) for p in planner.clusters}
+        label = option.label if option.id == 0 else f"option {option.id} ({option.label})"
+        return new, [Notify(f"{before - self.remaining} task(s) ended while the options were shown: "
+                            f"{label} planned again for the {self.remaining} left: "
+                            f"{_machines_text(new.machines)}, {new.makespan_s:.0f} s, budget {new.budget:g}"
+                            + (f" + cushion {new.cushion:g}" if new.cushion else "")
+                            + f" (offered: {_machines_text(option.machines)}, {option.makespan_s:.0f} s, "
+                            f"budget {option.budget:g})")]
 
     # ------------------------------------------------------------ time
     def _on_tick(self, ev: c.Tick) -> list[c.Action]:
