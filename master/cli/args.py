@@ -74,6 +74,9 @@ def add_choice_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--plan-only", action="store_true", help="stop after sampling and showing the options")
     g.add_argument("--planner", choices=("exact", "ga"), default="exact",
                    help="the Pareto set of options: exact (default) or seed 003's genetic algorithm")
+    g.add_argument("--no-speed-up", action="store_true",
+                   help="a run ahead of its plan keeps its configuration (default: with the fastest schedule "
+                        "or a budget, it moves to a faster one the budget left pays)")
     g.add_argument("--all-options", action="store_true",
                    help="show every option (default: at most 15 well spread, cheapest and fastest included)")
     g.add_argument("--no-sampling", action="store_true",
@@ -176,4 +179,5 @@ def choice_from_args(args: argparse.Namespace, config: Config):
         raise UsageError("--schedule, --budget, --plan-only and --no-sampling apply to --policy bats "
                          "(every cluster here is free; add --policy bats to plan anyway)")
     return Choice(policy=policy, schedule=args.schedule, budget=args.budget, cushion=args.cushion == "yes",
-                  plan_only=args.plan_only, planner=args.planner, all_options=args.all_options, deadline=deadline)
+                  plan_only=args.plan_only, planner=args.planner, all_options=args.all_options, deadline=deadline,
+                  speed_up=not args.no_speed_up)

@@ -4,7 +4,9 @@ Fig. 4).
 How this works. :class:`Execution` is the layer of :class:`~.policy.BatsCore` that runs the execution phase
 (the policy subclasses it and adds sampling and the choice; the state both use is declared on
 the class). Starting the chosen option acquires what it adds to the
-sampling machines; the monitoring check (§3.1) compares N_e with N_p and re-plans; the budget
+sampling machines; the monitoring check (§3.1) compares N_e with N_p and re-plans (a run behind
+its plan to the fastest configuration the money left pays; one ahead of it, with the fastest
+schedule or a budget, to a faster one the budget left pays, an extension of §3.1); the budget
 ceiling (:func:`~..planning.monitor.plan_releases`) decides at every machine's edge, less the
 release margin, whether the money left renews it, and marks for release what it cannot; a task
 that would carry a machine past an edge the budget will not renew is not handed out. The rules
@@ -31,6 +33,8 @@ from .settings import EXECUTING, BatsSettings
 
 REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan this often
 TIGHT_PLAN_REUSE_S = 10.0  # a hand-out reuses a release plan this old when money is tight
+SPEED_UP_GAIN = 0.1  # a run ahead of its plan speeds up when that ends the bag this much sooner
+SPEED_UP_TASKS = 5  # ... and leaves each machine of the new configuration at least this many tasks
 
 
 class Execution(EndGame):
@@ -309,9 +313,58 @@ class Execution(EndGame):
                 actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
                 actions.extend(self._move_to(new, now))
                 views = None  # machines were marked or unmarked
+        elif result.n_e < result.n_p and self._speeds_up():
+            speed_up = self._speed_up(result.spent, now)
+            if speed_up:
+                actions.extend(speed_up)
+                views = None
         actions.extend(self._enforce_budget(now, views))
         actions.append(WakeAt(self._next_check(now)))  # the next check, on time
         return actions
+
+    def _speeds_up(self) -> bool:
+        """Whether a run ahead of its plan may move to a faster configuration: on (``speed_up``)
+        for the schedules that mean "the fastest within this money", the fastest schedule and a
+        budget, never for the cheaper ones, whose operator chose to keep the money."""
+        chosen = self.selected
+        return (self.settings.speed_up and chosen is not None and self.budget is not None
+                and bool({"fastest", "budget"} & {chosen.label, *chosen.also}))
+
+    def _speed_up(self, spent: float, now: float) -> list[c.Action]:
+        """§3.1 re-plans only when a run falls behind; one ahead of its plan leaves money that the
+        plan will not need. Move to the fastest configuration the budget left pays (without the
+        cushion, with room for the estimate's error as a run behind its plan gets) when it ends
+        the tasks left at least SPEED_UP_GAIN sooner than the one running."""
+        if self.budget is None:
+            return []
+        money = self.budget - spent
+        new = self._replan_within(money, now)
+        if new is None or new == self.config or not any(self.config.values()):
+            return []
+        if any(new.get(name, 0) < n for name, n in self.config.items()):
+            return []  # it would let machines go: their running tasks could be cut off at the edge
+        if self.remaining < SPEED_UP_TASKS * sum(new.values()):
+            return []  # near the end a few long tasks decide the makespan, not the machines
+        planner = self._planner(self.remaining)
+        running, faster = planner.estimate(self.config).makespan_s, planner.estimate(new).makespan_s
+        if faster > running * (1.0 - SPEED_UP_GAIN):
+            return []
+        # what the faster plan saves on the machines up is not counted on: they are costed for the
+        # plan running now, the ones it adds for the new plan (boot and one more task included),
+        # every mean at the upper end of its interval
+        upper_means = self._upper_means(now)
+        upper = self._planner(self.remaining, upper_means)
+        need, new_s = upper.estimate(self.config).cost, upper.estimate(new).makespan_s
+        for name, n in new.items():
+            added = n - self.config.get(name, 0)
+            if added > 0:
+                boot = float(self.clusters[name].options.get("startup", 0.0) or 0.0)
+                need += added * self.billings[name].cost(new_s + boot + upper_means[name])
+        if need > money + 1e-9:
+            return []
+        reason = f"ahead of plan: the budget left ends the {self.remaining} task(s) in {faster:.0f} s, not {running:.0f} s"
+        self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason, "machines": dict(new)})
+        return [Notify(f"re-planned ({reason}): {_machines_text(new)}"), *self._move_to(new, now)]
 
     def _replan_within(self, money: float, now: float) -> dict[str, int] | None:
         """The configuration a run behind its plan moves to: the fastest that the money left pays

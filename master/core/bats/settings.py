@@ -36,6 +36,9 @@ class BatsSettings:
     # law says (make execution-study)
     error_confidence: float = 0.99
     planner: str = "exact"  # "exact" or "ga"
+    # a run ahead of its plan moves to a faster configuration the budget left pays (the fastest
+    # schedule and a budget's fastest configuration only)
+    speed_up: bool = True
     # cluster -> complete sample set an earlier session of the run measured (it stopped before a
     # choice): the run plans from it instead of sampling again
     prior_sample: dict[str, tuple[float, ...]] | None = None
@@ -53,6 +56,7 @@ class Choice:
     planner: str = "exact"  # the Pareto set: "exact" (planner.py) or "ga" (seed 003's genetic algorithm)
     all_options: bool = False  # show every option, not at most 15 well-spread ones
     deadline: float | None = None  # --deadline: seconds from the start (policies "deadline" and "offers")
+    speed_up: bool = True  # --no-speed-up turns it off
 
     @property
     def decided(self) -> bool:
