@@ -24,6 +24,7 @@ from bats.master.core.bats import policy as b
 from bats.master.core.bats.policy import BatsCore, BatsSettings, Choice
 from bats.master.core.events import ScheduleChosen
 from bats.master.core.planning.estimate import REPLICATED_TASKS, sample_size
+from bats.master.core.planning.paid_time import with_paid_time
 from bats.master.core.planning.planner import ClusterPlan, Option, Planner
 from bats.master.sim.driver import simulate
 from bats.master.sim.runtimes import parse_runtimes
@@ -99,7 +100,12 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
     # by t=40 the 7 replicated tasks and 7 others are done: the options are for the 16 left, planned
     # with T_a = 10 s and T_b = 5 s (every copy took exactly that; the regression is the ratio 0.5)
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 16)
-    options = tuple(planner.options())
+    # ... and each option's makespan counts what the sampling machines it lets go still run in the
+    # 50 s they have paid (until t=90): `cheapest`, 2 x a, lets b1 and b2 go, which run 10 tasks each
+    # in that time, so with a1 and a2 the 16 tasks take 16 / (0.2 + 0.4) = 26.7 s, not 16 / 0.2 = 80 s
+    paid = {"a": [50.0, 50.0], "b": [50.0, 50.0]}
+    options = tuple(with_paid_time(o, planner.clusters, 16, paid) for o in planner.options())
+    assert (planner.options()[0].makespan_s, options[0].makespan_s) == (80.0, pytest.approx(16 / 0.6))
     offer = c.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})
     # every sampling machine is marked for the end of its first ATU minus the margin (100 - 10 s);
     # a1 can still run a 10 s task before t=90, so it gets one
@@ -125,7 +131,8 @@ def test_a_price_change_while_the_operator_chooses_re_plans_and_offers_again():
     assert d.feed(c.PriceChanged(41.0, "b", 2.0)) == []  # the same price: nothing to do
     actions = d.feed(c.PriceChanged(42.0, "b", 0.5))
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 0.5, 100.0, 3)], 16)
-    options = tuple(planner.options())
+    paid = {"a": [48.0, 48.0], "b": [48.0, 48.0]}  # until t=90
+    options = tuple(with_paid_time(o, planner.clusters, 16, paid) for o in planner.options())
     assert actions == [c.Notify("price of b 2 -> 0.5: the options were re-planned"),
                        c.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})]
     assert core.phase == b.OFFERING and core.options == list(options)
@@ -155,7 +162,7 @@ def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
     """The options are for the 16 tasks left at t=40; the sampling machines go on until the answer
     at t=50, when 7 are left. The choice keeps its meaning there: `fastest` is the fastest
     configuration for 7 tasks (all six machines, 8 s); a Pareto configuration chosen by id is the
-    same machines priced again for 7 tasks."""
+    same machines planned again for 7 tasks (with the paid time of the sampling machine it lets go)."""
     d, _event, _actions = sampled()
     core = d.core
     offered = core.choose("fastest")
@@ -163,12 +170,14 @@ def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
     d.through(50.0)
     assert core.remaining == 7
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 7)
-    fastest = next(o for o in planner.options() if o.label == "fastest")
+    paid = {"a": [40.0, 40.0], "b": [40.0, 40.0]}  # until t=90
+    options = [with_paid_time(o, planner.clusters, 7, paid) for o in planner.options()]
+    fastest = next(o for o in options if o.label == "fastest")
     assert d.feed(ScheduleChosen(50.0, offered))[:2] == [
         c.Notify("9 task(s) ended while the options were shown: option 8 (fastest) planned again for the 7 left: "
                  "3 x a, 3 x b, 8 s, budget 9 (offered: 3 x a, 3 x b, 18 s, budget 9)"),
         c.Notify(f"executing option {fastest.id} (fastest): 3 x a, 3 x b, budget 9")]
-    assert (core.selected, core.tasks_at_plan, core.options) == (fastest, 7, planner.options())
+    assert (core.selected, core.tasks_at_plan, core.options) == (fastest, 7, options)
 
     d, _event, _actions = sampled()
     core = d.core
@@ -176,10 +185,10 @@ def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
     d.through(50.0)
     actions = d.feed(ScheduleChosen(50.0, offered))
     assert actions[0] == c.Notify("9 task(s) ended while the options were shown: option 4 (pareto) planned again "
-                                  "for the 7 left: 3 x a, 1 x b, 14 s, budget 5 "
-                                  "(offered: 3 x a, 1 x b, 32 s, budget 5)")
-    assert (core.selected.machines, core.selected.makespan_s) == ({"a": 3, "b": 1}, planner.estimate(
-        {"a": 3, "b": 1}).makespan_s)
+                                  "for the 7 left: 3 x a, 1 x b, 10 s, budget 5 "
+                                  "(offered: 3 x a, 1 x b, 23 s, budget 5)")
+    # 3 x a and b1 at 0.5 task/s, and b2, let go, at 0.2 task/s until t=90: 7 / 0.7 = 10 s
+    assert (core.selected.machines, core.selected.makespan_s) == ({"a": 3, "b": 1}, pytest.approx(10.0))
 
 
 def test_a_choice_made_before_any_task_ended_is_kept_as_offered():

@@ -176,7 +176,10 @@ def test_bats_samples_four_at_a_time_on_a_four_slot_machine_and_plans_with_its_s
         a, bb = option.machines["a"], option.machines["b"]
         means = {name: mean for name, (mean, _sd) in core.plan_estimates.items()}
         speed = a * 4 / means["a"] + bb / means["b"]
-        assert option.makespan_s == pytest.approx(core.tasks_at_plan / speed, rel=1e-6)
+        if a >= 2 and bb >= 2:  # keeps the four sampling machines: nothing else works for it
+            assert option.makespan_s == pytest.approx(core.tasks_at_plan / speed, rel=1e-6)
+        else:  # the sampling machines it lets go work in their paid time too
+            assert option.makespan_s <= core.tasks_at_plan / speed
 
 
 def test_bats_runs_a_bag_on_four_slot_machines_once_each_and_releases_them_with_tasks_running():

@@ -91,6 +91,7 @@ from ..planning.monitor import (
     Billing,
     TailEstimates,
 )
+from ..planning.paid_time import with_paid_time
 from ..planning.planner import LABELLED, ClusterPlan, Option, Planner
 from ..view import CoreView
 from .execution import Execution, _affordable, _machines_text
@@ -394,7 +395,18 @@ class BatsCore(Execution):
                              max_machines=self.max_machines)
         options = planner.options(self.settings.max_raise, front=front)
         upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
-        return [_with_estimate_cushion(o, upper) for o in options]
+        paid = self._paid_left(self._now)
+        return [with_paid_time(_with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid)
+                for o in options]
+
+    def _paid_left(self, now: float) -> dict[str, list[float]]:
+        """Per cluster, the seconds each machine up has left to run tasks in the ATU it has paid
+        (until its release, or its edge less the release margin): what the options credit."""
+        left: dict[str, list[float]] = {}
+        for m in self.live_machines():
+            until = m.release_at if m.release_at is not None else self._edge(m, now) - self.settings.release_margin_s
+            left.setdefault(m.cluster, []).append(max(0.0, until - now))
+        return left
 
     def _upper_planner(self, n_tasks: int) -> Planner:
         """The planner with every cluster's mean at the upper end of its confidence interval: what
@@ -450,8 +462,10 @@ class BatsCore(Execution):
     def option_within(self, budget: float) -> Option:
         """The fastest configuration for the tasks planned whose cost fits ``budget`` (dN refined)."""
         assert self.tasks_at_plan is not None
-        option = self._planner(self.tasks_at_plan).schedule_within(budget, label="budget",
-                                                                    max_raise=self.settings.max_raise)
+        planner = self._planner(self.tasks_at_plan)
+        option = planner.schedule_within(budget, label="budget", max_raise=self.settings.max_raise)
+        if option is not None:
+            option = with_paid_time(option, planner.clusters, planner.n_tasks, self._paid_left(self._now))
         if option is None:
             cheapest = min(o.cost for o in self.options)
             raise ValueError(f"a budget of {budget:g} pays for no configuration (the cheapest costs {cheapest:g})")
@@ -528,6 +542,8 @@ class BatsCore(Execution):
             new = next((o for o in options if schedules & {o.label, *o.also}), None)
         elif option.label == "budget":
             new = planner.schedule_within(option.budget, label="budget", max_raise=self.settings.max_raise)
+            if new is not None:
+                new = with_paid_time(new, planner.clusters, planner.n_tasks, self._paid_left(self._now))
         else:
             new = next((o for o in options if o.machines == option.machines), None)
             if new is None:
