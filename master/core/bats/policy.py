@@ -548,10 +548,11 @@ class BatsCore(Execution):
             new = next((o for o in options if o.machines == option.machines), None)
             if new is None:
                 est = planner.estimate(option.machines)
-                new = _with_estimate_cushion(dataclasses.replace(
+                new = with_paid_time(_with_estimate_cushion(dataclasses.replace(
                     option, machines=est.machines, makespan_s=est.makespan_s, makespan_atu=est.makespan_atu,
                     cost=est.cost, budget=est.cost, cushion=0.0, delta_n=est.delta_n, rounding=""),
-                    self._upper_planner(self.remaining))
+                    self._upper_planner(self.remaining)), planner.clusters, planner.n_tasks,
+                    self._paid_left(self._now))
         if new is None:
             return option, []
         self.options, self.tasks_at_plan = options, self.remaining
