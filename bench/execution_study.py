@@ -83,6 +83,13 @@ HISTORY = [
     "running tasks are counted at the sample tail's expected runtime, which a few long ones inflate),",
     "and a run behind that high plan re-plans onto the accepted cushion and ends far sooner.",
     "",
+    "The options' makespans now also wait for the machines an option adds to boot (each cluster's",
+    "median boot on this run, else its configured `startup`), as do the speed-up and the re-plan:",
+    "on these 60 pools the p90 lateness of `fastest` went from +15.3 % to +14.7 % and its late runs",
+    "from 23 % to 20 %, `cheapest` unchanged, none incomplete. On all 500 pools `fastest` went",
+    "from +16.0 % to +14.6 % at the p90, the middle option from +11.0 % to +9.5 %, and the runs",
+    "with >= 10 tasks per machine from +8.2 % to +7.4 %; incomplete runs unchanged (7).",
+    "",
 ]
 
 

@@ -24,7 +24,7 @@ from bats.master.core.bats import policy as b
 from bats.master.core.bats.policy import BatsCore, BatsSettings, Choice
 from bats.master.core.events import ScheduleChosen
 from bats.master.core.planning.estimate import REPLICATED_TASKS, sample_size
-from bats.master.core.planning.paid_time import with_paid_time
+from bats.master.core.planning.paid_time import with_machines_up
 from bats.master.core.planning.planner import ClusterPlan, Option, Planner
 from bats.master.sim.driver import simulate
 from bats.master.sim.runtimes import parse_runtimes
@@ -104,7 +104,7 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
     # 50 s they have paid (until t=90): `cheapest`, 2 x a, lets b1 and b2 go, which run 10 tasks each
     # in that time, so with a1 and a2 the 16 tasks take 16 / (0.2 + 0.4) = 26.7 s, not 16 / 0.2 = 80 s
     paid = {"a": [50.0, 50.0], "b": [50.0, 50.0]}
-    options = tuple(with_paid_time(o, planner.clusters, 16, paid) for o in planner.options())
+    options = tuple(with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options())
     assert (planner.options()[0].makespan_s, options[0].makespan_s) == (80.0, pytest.approx(16 / 0.6))
     offer = c.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})
     # every sampling machine is marked for the end of its first ATU minus the margin (100 - 10 s);
@@ -132,7 +132,7 @@ def test_a_price_change_while_the_operator_chooses_re_plans_and_offers_again():
     actions = d.feed(c.PriceChanged(42.0, "b", 0.5))
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 0.5, 100.0, 3)], 16)
     paid = {"a": [48.0, 48.0], "b": [48.0, 48.0]}  # until t=90
-    options = tuple(with_paid_time(o, planner.clusters, 16, paid) for o in planner.options())
+    options = tuple(with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options())
     assert actions == [c.Notify("price of b 2 -> 0.5: the options were re-planned"),
                        c.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})]
     assert core.phase == b.OFFERING and core.options == list(options)
@@ -171,7 +171,7 @@ def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
     assert core.remaining == 7
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 7)
     paid = {"a": [40.0, 40.0], "b": [40.0, 40.0]}  # until t=90
-    options = [with_paid_time(o, planner.clusters, 7, paid) for o in planner.options()]
+    options = [with_machines_up(o, planner.clusters, 7, paid, {}) for o in planner.options()]
     fastest = next(o for o in options if o.label == "fastest")
     assert d.feed(ScheduleChosen(50.0, offered))[:2] == [
         c.Notify("9 task(s) ended while the options were shown: option 8 (fastest) planned again for the 7 left: "

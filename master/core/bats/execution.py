@@ -322,6 +322,17 @@ class Execution(EndGame):
         actions.append(WakeAt(self._next_check(now)))  # the next check, on time
         return actions
 
+    def _boot_times(self) -> dict[str, float]:
+        """Each cluster's boot time: the median of its machines' (up - acquired) so far, or its
+        configured ``startup`` before any came up (0 when neither says)."""
+        boots: dict[str, float] = {}
+        for name, cl in self.clusters.items():
+            seen = [m.up_at - m.acquired_at for m in self.machines.values()
+                    if m.cluster == name and m.up_at is not None]
+            boots[name] = max(0.0, float(np.median(seen))) if seen else \
+                float(cl.options.get("startup", 0.0) or 0.0)
+        return boots
+
     def _speeds_up(self) -> bool:
         """Whether a run ahead of its plan may move to a faster configuration: on (``speed_up``)
         for the schedules that mean "the fastest within this money", the fastest schedule and a
@@ -352,14 +363,13 @@ class Execution(EndGame):
         # what the faster plan saves on the machines up is not counted on: they are costed for the
         # plan running now, the ones it adds for the new plan (boot and one more task included),
         # every mean at the upper end of its interval
-        upper_means = self._upper_means(now)
+        upper_means, boots = self._upper_means(now), self._boot_times()
         upper = self._planner(self.remaining, upper_means)
         need, new_s = upper.estimate(self.config).cost, upper.estimate(new).makespan_s
         for name, n in new.items():
             added = n - self.config.get(name, 0)
             if added > 0:
-                boot = float(self.clusters[name].options.get("startup", 0.0) or 0.0)
-                need += added * self.billings[name].cost(new_s + boot + upper_means[name])
+                need += added * self.billings[name].cost(new_s + boots[name] + upper_means[name])
         if need > money + 1e-9:
             return []
         reason = f"ahead of plan: the budget left ends the {self.remaining} task(s) in {faster:.0f} s, not {running:.0f} s"
@@ -375,7 +385,7 @@ class Execution(EndGame):
         machines the estimate only just pays, and keeps what it has for finishing tasks."""
         if not math.isfinite(money):
             return self._planner(self.remaining).fastest_within(money)
-        upper = self._upper_means(now)
+        upper, boots = self._upper_means(now), self._boot_times()
         planner = self._planner(self.remaining, upper)
         limit = money
         for _ in range(8):
@@ -388,8 +398,7 @@ class Execution(EndGame):
                 added = max(0, n - len(self.live_machines(name)) - self._requested[name])
                 if added:
                     billing = self.billings[name]
-                    boot = float(self.clusters[name].options.get("startup", 0.0) or 0.0)
-                    longer = billing.atus_paid(planned.makespan_s + boot + upper.get(name, 0.0))
+                    longer = billing.atus_paid(planned.makespan_s + boots[name] + upper.get(name, 0.0))
                     extra += added * billing.price * max(0, longer - billing.atus_paid(planned.makespan_s))
             need = planned.cost + extra
             if need <= money + 1e-9:

@@ -91,7 +91,7 @@ from ..planning.monitor import (
     Billing,
     TailEstimates,
 )
-from ..planning.paid_time import with_paid_time
+from ..planning.paid_time import with_machines_up
 from ..planning.planner import LABELLED, ClusterPlan, Option, Planner
 from ..view import CoreView
 from .execution import Execution, _affordable, _machines_text
@@ -395,8 +395,8 @@ class BatsCore(Execution):
                              max_machines=self.max_machines)
         options = planner.options(self.settings.max_raise, front=front)
         upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
-        paid = self._paid_left(self._now)
-        return [with_paid_time(_with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid)
+        paid, boot = self._paid_left(self._now), self._boot_times()
+        return [with_machines_up(_with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot)
                 for o in options]
 
     def _paid_left(self, now: float) -> dict[str, list[float]]:
@@ -465,7 +465,8 @@ class BatsCore(Execution):
         planner = self._planner(self.tasks_at_plan)
         option = planner.schedule_within(budget, label="budget", max_raise=self.settings.max_raise)
         if option is not None:
-            option = with_paid_time(option, planner.clusters, planner.n_tasks, self._paid_left(self._now))
+            option = with_machines_up(option, planner.clusters, planner.n_tasks, self._paid_left(self._now),
+                                      self._boot_times())
         if option is None:
             cheapest = min(o.cost for o in self.options)
             raise ValueError(f"a budget of {budget:g} pays for no configuration (the cheapest costs {cheapest:g})")
@@ -543,16 +544,17 @@ class BatsCore(Execution):
         elif option.label == "budget":
             new = planner.schedule_within(option.budget, label="budget", max_raise=self.settings.max_raise)
             if new is not None:
-                new = with_paid_time(new, planner.clusters, planner.n_tasks, self._paid_left(self._now))
+                new = with_machines_up(new, planner.clusters, planner.n_tasks, self._paid_left(self._now),
+                                       self._boot_times())
         else:
             new = next((o for o in options if o.machines == option.machines), None)
             if new is None:
                 est = planner.estimate(option.machines)
-                new = with_paid_time(_with_estimate_cushion(dataclasses.replace(
+                new = with_machines_up(_with_estimate_cushion(dataclasses.replace(
                     option, machines=est.machines, makespan_s=est.makespan_s, makespan_atu=est.makespan_atu,
                     cost=est.cost, budget=est.cost, cushion=0.0, delta_n=est.delta_n, rounding=""),
                     self._upper_planner(self.remaining)), planner.clusters, planner.n_tasks,
-                    self._paid_left(self._now))
+                    self._paid_left(self._now), self._boot_times())
         if new is None:
             return option, []
         self.options, self.tasks_at_plan = options, self.remaining

@@ -109,11 +109,7 @@ class DeadlineCore(BatsCore):
 
     def _boot_s(self, name: str) -> float:
         """Seconds from acquisition to hello, measured on this run's machines (else ``startup``)."""
-        seen = [m.up_at - m.acquired_at for m in self.machines.values()
-                if m.cluster == name and m.up_at is not None]
-        if seen:
-            return max(0.0, sum(seen) / len(seen))
-        return float(self.clusters[name].options.get("startup", 0.0) or 0.0)
+        return self._boot_times()[name]
 
     def _program(self, now: float) -> list[DeadlineCluster]:
         out = []

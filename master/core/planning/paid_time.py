@@ -1,21 +1,23 @@
-"""An option's makespan with the time that machines already up have paid for.
+"""An option's makespan with the machines already up and the boot time of the new ones.
 
 How this works. Seed 000 "BaTS" §2.3 estimates a configuration {a_i} by the fluid makespan
-T_e = N / S, S = sum_i a_i k_i / T_i, as if every machine started at the choice. At the choice the
-sampling machines are up, each inside an ATU already paid (§3.2 marks them for release at its end),
-and the run hands them tasks until then whether or not the option keeps them. A machine the option
-keeps is one of its a_i; one it lets go still runs the whole tasks that fit in the l_m seconds it
-has left (it is handed no other), floor(l_m / T_i) T_i seconds of work at its speed s_m = k_i / T_i.
-With l_m so rounded, the tasks done by time t are
+T_e = N / S, S = sum_i a_i k_i / T_i, as if every machine started work at the choice. At the
+choice, though, the sampling machines are up, each inside an ATU already paid (§3.2 marks them
+for release at its end), and the run hands them tasks until then whether or not the option keeps
+them; and a machine the option adds starts work only once it has booted. So each machine m works
+at its speed s_m = k_i / T_i from a start b_m to an end e_m:
 
-    C(t) = S t + sum_m s_m min(t, l_m)
+- a machine up that the option keeps: from 0, for good (b_m = 0, e_m = inf);
+- a machine the option adds: from its cluster's boot time b_i, for good;
+- a machine up that the option lets go: from 0 until it is released, and only on the whole tasks
+  that fit before then (it is handed no other): e_m = floor(l_m / T_i) T_i for l_m seconds left.
 
-and the makespan is the t with C(t) = N: piecewise linear in t, solved exactly below. Of a
-cluster's machines up, the option keeps those with the most paid time left (the execution keeps
-first the ones whose running task would be cut off, which are mostly those) and lets the others
-go. Only the makespan changes: the option's cost and budget stay those of the configuration,
-which pays whole ATUs from the choice for every machine and so already covers the kept ones.
-Pure: no I/O, no clock; the paid time left is passed in.
+The tasks done by time t are C(t) = sum_m s_m clamp(t - b_m, 0, e_m - b_m), piecewise linear in
+t, and the makespan is the t with C(t) = N, solved exactly below. Of a cluster's machines up, the
+option keeps those with the most paid time left (the execution keeps first the ones whose running
+task would be cut off, which are mostly those). Only the makespan changes: the option's cost and
+budget stay those of the configuration (whole ATUs from the choice for every machine it keeps,
+which covers the kept machines' paid time and the new ones' boot). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -29,42 +31,42 @@ from .planner import ClusterPlan, Option
 _EPS = 1e-9
 
 
-def makespan_with_paid_time(n_tasks: float, speed: float, extra: Sequence[tuple[float, float]]) -> float:
-    """The t with S t + sum s_m min(t, l_m) = ``n_tasks``, for ``speed`` S > 0 and ``extra`` the
-    (s_m, l_m) of the machines let go."""
+def makespan_of(n_tasks: float, machines: Sequence[tuple[float, float, float]]) -> float:
+    """The t by which the ``machines``, each (speed, start, end), have done ``n_tasks`` tasks;
+    inf when they never do."""
     if n_tasks <= 0:
         return 0.0
-    pairs = sorted((left, s) for s, left in extra if s > 0 and left > 0)
-    rate = speed + sum(s for _left, s in pairs)  # every machine works until the first l_m
-    done = 0.0  # tasks done by ``at``
-    at = 0.0
-    for left, s in pairs:
-        reach = done + rate * (left - at)
-        if reach >= n_tasks - _EPS:
-            break
-        done, at, rate = reach, left, rate - s
-    return at + (n_tasks - done) / rate
+    working = [(s, b, e) for s, b, e in machines if s > 0 and e > b]
+    points = sorted({0.0, *(b for _s, b, _e in working), *(e for _s, _b, e in working if math.isfinite(e))})
+    done = 0.0
+    for at, until in zip(points, [*points[1:], math.inf]):
+        rate = sum(s for s, b, e in working if b <= at < e)
+        if rate <= 0:
+            continue
+        if done + rate * (until - at) >= n_tasks - _EPS:
+            return at + (n_tasks - done) / rate
+        done += rate * (until - at)
+    return math.inf
 
 
-def with_paid_time(option: Option, clusters: Sequence[ClusterPlan], n_tasks: int,
-                   paid_left: Mapping[str, Sequence[float]]) -> Option:
-    """``option`` with its makespan counting the tasks the machines up that it lets go still run
-    in the time they have paid (``paid_left``: per cluster, the seconds each machine up has left
-    before it would be released). Unchanged when it lets none go."""
-    speed = 0.0
-    extra: list[tuple[float, float]] = []
+def with_machines_up(option: Option, clusters: Sequence[ClusterPlan], n_tasks: int,
+                     paid_left: Mapping[str, Sequence[float]], boot_s: Mapping[str, float]) -> Option:
+    """``option`` with its makespan counting the machines up (``paid_left``: per cluster, the
+    seconds each has left before it would be released) and each cluster's boot time (``boot_s``)
+    for the machines it adds; see the module docstring."""
+    machines: list[tuple[float, float, float]] = []
     longest = 0.0
     for c in clusters:
         a = option.machines.get(c.name, 0)
-        speed += a * c.speed
+        lefts = sorted(paid_left.get(c.name, ()), reverse=True)
+        kept = min(a, len(lefts))
         if a:
             longest = max(longest, c.atu_s)
-        lefts = sorted(paid_left.get(c.name, ()), reverse=True)[a:]  # kept: the most time left
+            machines.append((kept * c.speed, 0.0, math.inf))
+            machines.append(((a - kept) * c.speed, max(0.0, boot_s.get(c.name, 0.0)), math.inf))
         # a machine let go is handed only tasks that end before its release: whole ones
-        extra.extend((c.speed, math.floor(left / c.mean_s + _EPS) * c.mean_s) for left in lefts)
-    if not extra or speed <= 0:
-        return option
-    makespan = makespan_with_paid_time(n_tasks, speed, extra)
-    if makespan >= option.makespan_s:
+        machines.extend((c.speed, 0.0, math.floor(left / c.mean_s + _EPS) * c.mean_s) for left in lefts[a:])
+    makespan = makespan_of(n_tasks, machines)
+    if not math.isfinite(makespan) or abs(makespan - option.makespan_s) <= _EPS * max(1.0, option.makespan_s):
         return option
     return replace(option, makespan_s=makespan, makespan_atu=max(1, math.ceil(makespan / longest - _EPS)))
