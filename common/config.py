@@ -128,6 +128,9 @@ class ClusterConfig:
     # instance type's vCPUs), else the cpus its worker reports when it says hello. Billing stays per machine.
     slots: int | None = 1
     contention: float = 1.0  # bats-sim: a task's runtime factor when it fills a machine's last free slot
+    # machines while BaTS samples (seed 000 §2.2); None: ``[sampling] initial_workers``. Fewer on a cluster
+    # dear per ATU make its sampling cheaper, at the price of more rounds of its replicated tasks.
+    initial_workers: int | None = None
 
     @property
     def spot(self) -> bool:
@@ -219,6 +222,7 @@ _CLUSTER_KEYS = {
     "background_trace": ("str", None),  # a shared pool's own jobs: CSV of submit, slots, runtime
     "slots": ("slots", 1),  # tasks one machine runs at once, or "auto"
     "contention": ("factor", 1.0),  # used by bats-sim: runtime factor with all slots busy
+    "initial_workers": ("count", None),  # machines while sampling; default [sampling] initial_workers
 }
 
 
@@ -485,6 +489,7 @@ def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str]
             background=background,
             slots=values.get("slots", 1),
             contention=values.get("contention", 1.0),
+            initial_workers=values.get("initial_workers"),
         )
     policy = _read_policy(source, doc.get("policy", {}), clusters)
     return Config(master=master, clusters=clusters, source=source, sampling=sampling, policy=policy)

@@ -417,6 +417,21 @@ def test_min_charge_is_a_duration_per_cluster(tmp_path):
         load_config(bad, provisioners.options_of)
 
 
+def test_initial_workers_per_cluster_overrides_the_sampling_default(tmp_path):
+    from bats import provisioners
+
+    good = tmp_path / "good.toml"
+    good.write_text('[sampling]\ninitial_workers = 5\n[clusters.dear]\nprovisioner = "local"\nmax = 9\n'
+                    'initial_workers = 2\n[clusters.cheap]\nprovisioner = "local"\nmax = 9\n')
+    config = load_config(good, provisioners.options_of)
+    assert config.clusters["dear"].initial_workers == 2 and config.clusters["cheap"].initial_workers is None
+    assert config.sampling.initial_workers == 5
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[clusters.dear]\nprovisioner = "local"\nmax = 9\ninitial_workers = 0\n')
+    with pytest.raises(ConfigError, match=r"bad.toml.*\[clusters.dear\] initial_workers: must be at least 1"):
+        load_config(bad, provisioners.options_of)
+
+
 def test_load_config_accepts_a_byte_order_mark(tmp_path):
     path = tmp_path / "clusters.toml"
     path.write_bytes(b"\xef\xbb\xbf" + LOCAL.encode())

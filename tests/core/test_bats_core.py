@@ -9,6 +9,7 @@ of 30 tasks at confidence 0.95 and error 0.4 gives a sample of n_s = 9: the 7 re
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 
@@ -43,6 +44,22 @@ def test_run_started_acquires_initial_workers_per_cluster_never_more_than_max():
     wide = BatsSettings(sampling=SamplingConfig(initial_workers=7), monitor_interval_s=50.0, release_margin_s=10.0)
     core = make_core(settings_=wide)
     assert core.handle(c.RunStarted(0.0)) == [c.Acquire("a", 3), c.Acquire("b", 3)]
+
+
+def test_a_cluster_may_sample_with_fewer_machines_and_still_runs_every_copy():
+    clusters = two_clusters(a_max=3, b_max=3)
+    clusters["b"] = dataclasses.replace(clusters["b"], initial_workers=1)
+    wide = BatsSettings(sampling=SamplingConfig(initial_workers=7, error=0.4), monitor_interval_s=50.0,
+                        release_margin_s=10.0)
+    core = make_core(clusters=clusters, settings_=wide)
+    d = Driver(core)
+    assert d.feed(c.RunStarted(0.0)) == [c.Acquire("a", 3), c.Acquire("b", 1)]
+    d.up(0.0, "a1", "a2", "a3", "b1")
+    d.until(lambda: core.phase != b.SAMPLING)
+    r = core.sample.order
+    copies = {(core.machines[a.machine].cluster, a.task) for a in d.actions
+              if isinstance(a, c.Dispatch) and a.task in r}
+    assert copies == {(k, t) for k in "ab" for t in r}  # b1 ran all seven, one after the other
 
 
 def test_replicated_copies_come_first_and_each_cluster_runs_every_one_once():

@@ -6,9 +6,10 @@ seeded RNG) with three phases:
 
 1. **Sampling** (Fig. 3, §2.1-2.2). The sample size n_s comes from the bag size, confidence and
    error level (:func:`bats.master.core.planning.estimate.sample_size`). ``initial_workers`` machines are
-   acquired per cluster (never more than its ``max``). n_lr = 7 randomly chosen tasks are
-   *replicated*: every cluster runs a copy, so each yields one regression point per cluster; a
-   machine always takes a copy its cluster has not run yet before anything else. The next
+   acquired per cluster (the cluster's own ``initial_workers`` where it sets one; never more than its
+   ``max``). n_lr = 7 randomly chosen tasks are *replicated*: every cluster runs a copy, so each
+   yields one regression point per cluster; a machine always takes a copy its cluster has not run
+   yet before anything else. The next
    n_s - n_lr tasks handed out are the *sample* tasks, self-scheduled on any cluster. Once all of
    them have finished, the regression t_k = beta0 + beta1 * t_base translates every sample
    runtime to every cluster (:func:`~bats.master.core.planning.estimate.complete_samples`) and each cluster's
@@ -138,7 +139,7 @@ class BatsCore(Execution):
         self.billings = {name: Billing(cl.atu_s, cl.price, cl.min_charge_s) for name, cl in clusters.items()}
         self.sample_size = sample_size(self.remaining, settings.sampling.confidence, settings.sampling.error)
         self._active = dict.fromkeys(clusters)  # clusters that can still take part, in config order
-        self._sampling_workers = {name: min(settings.sampling.initial_workers, cl.max)
+        self._sampling_workers = {name: min(cl.initial_workers or settings.sampling.initial_workers, cl.max)
                                   for name, cl in clusters.items()}
         self.sample = Sample(list(clusters))  # the replicated tasks, the rest of the sample, their runtimes
         self._marked: dict[str, c.Machine] = {}
