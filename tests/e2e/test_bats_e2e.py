@@ -154,14 +154,17 @@ def test_kill_9_after_the_plan_then_resume_keeps_to_the_budget(tmp_path):
     bag.write_text("".join(f"sleep 0.3; echo {i}\n" for i in range(1, n + 1)))
     state = tmp_path / "bats-run"
     master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--schedule", "fastest",
-                               "--seed", "5"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               "--seed", "5"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=(tmp_path / "master.err").open("w"))
     plan = None
     deadline = time.monotonic() + 60
     try:
         while time.monotonic() < deadline and master.poll() is None:
             time.sleep(0.2)
             try:
-                with sqlite3.connect(state / "journal.sqlite", timeout=1) as db:
+                # read-only: a plain connect made an empty journal.sqlite when it came between the
+                # master's mkdir and its own create, and the master then refused the state dir
+                with sqlite3.connect(f"file:{state / 'journal.sqlite'}?mode=ro", uri=True, timeout=1) as db:
                     row = db.execute("SELECT value FROM meta WHERE key = 'plan'").fetchone()
             except sqlite3.Error:
                 continue
@@ -169,7 +172,8 @@ def test_kill_9_after_the_plan_then_resume_keeps_to_the_budget(tmp_path):
                 plan = json.loads(row[0])
                 time.sleep(0.5)  # into the execution phase
                 break
-        assert plan is not None, "the plan was never journaled"
+        assert plan is not None, (f"the plan was never journaled (master exit {master.poll()}): "
+                                  + (tmp_path / "master.err").read_text()[-2000:])
         if master.poll() is None:
             master.send_signal(signal.SIGKILL)
     finally:
