@@ -139,6 +139,32 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
 
 
 # ---------------------------------------------------------------- phase 2: the choice
+def test_the_options_wait_for_the_measured_boot_of_the_machines_they_add():
+    """The standard run with every machine up 8 s after it was acquired: the fastest option adds
+    one machine per cluster, which works from 8 s after the choice; the configured ``startup`` is
+    the boot time only until a machine of the cluster has come up."""
+    clusters = {name: dataclasses.replace(cl, options={"startup": 20.0}) for name, cl in two_clusters().items()}
+    core = make_core(clusters=clusters)
+    d = Driver(core)
+    d.feed(c.RunStarted(0.0))
+    assert core._boot_times() == {"a": 20.0, "b": 20.0}
+    for m in ("a1", "a2", "b1", "b2"):
+        d.feed(c.MachineAcquired(0.0, m, m[0]))
+    for m in ("a1", "a2", "b1", "b2"):
+        d.feed(c.MachineUp(8.0, m, 1))
+        d.feed(c.WorkerAsked(8.0, m, 1))
+    d.until(lambda: core.phase != b.SAMPLING)
+    assert (core._now, core.remaining, core._boot_times()) == (48.0, 16, {"a": 8.0, "b": 8.0})
+    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 16)
+    plain = next(o for o in planner.options() if o.label == "fastest")
+    fastest = next(o for o in core.options if o.label == "fastest")
+    paid = {"a": [42.0, 42.0], "b": [42.0, 42.0]}  # until t=90
+    # 2 a + 2 b from the choice (0.6 task/s), with the new a and b from 8 s on (0.9 task/s)
+    assert fastest.machines == plain.machines == {"a": 3, "b": 3}
+    assert (plain.makespan_s, fastest.makespan_s) == (pytest.approx(16 / 0.9), pytest.approx(8.0 + (16 - 8 * 0.6) / 0.9))
+    assert fastest == with_machines_up(plain, planner.clusters, 16, paid, {"a": 8.0, "b": 8.0})
+
+
 def test_a_price_change_while_the_operator_chooses_re_plans_and_offers_again():
     """Seed 003 §3: the options follow the price. b's ATU going from 2 to 0.5 makes it the cheaper
     type; the options are re-planned for the same 16 tasks and estimates and offered again, and a

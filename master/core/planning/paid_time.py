@@ -16,8 +16,10 @@ The tasks done by time t are C(t) = sum_m s_m clamp(t - b_m, 0, e_m - b_m), piec
 t, and the makespan is the t with C(t) = N, solved exactly below. Of a cluster's machines up, the
 option keeps those with the most paid time left (the execution keeps first the ones whose running
 task would be cut off, which are mostly those). Only the makespan changes: the option's cost and
-budget stay those of the configuration (whole ATUs from the choice for every machine it keeps,
-which covers the kept machines' paid time and the new ones' boot). Pure: no I/O, no clock.
+budget stay the configuration's B_e (whole ATUs of T_e from the choice for every machine it keeps
+or adds). The kept machines' paid time is money the run then does not spend; a boot that makes an
+added machine begin one more ATU is not priced in, and the execution pays it within the budget
+like any other lateness. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
