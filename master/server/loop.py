@@ -78,6 +78,10 @@ DRAIN_BATCH = 2000  # frames handled before housekeeping gets a turn
 # An unadmitted peer (no valid hello yet) gets at most one reply per this many seconds, and one
 # dropped message per frame is looked at: what such a peer can make the master hold or send is bounded
 UNADMITTED_REPLY_S = 1.0
+# dropped frames: the first ones are logged one by one, then one line per this many seconds at most,
+# so a peer that floods the master cannot flood the operator's log (or a pipe nobody reads) as well
+DROPS_LOGGED = 100
+DROP_SUMMARY_S = 10.0
 UNADMITTED_REMEMBERED = 4096  # identities whose last reply time is kept; the oldest are forgotten
 # per-peer queue limits sized to the protocol: a worker holds at most 16 tasks, the master answers each
 # peer with one frame per drain batch, so an honest peer never has more than a few dozen frames queued
@@ -131,6 +135,7 @@ class Server(Fleet, Driver):
         self.finish: c.Finish | None = None
         self.stop_reason: str | None = None
         self.dropped_frames = 0
+        self._drops_logged_at = (0, 0.0)  # (dropped_frames, monotonic time) at the last summary line
         # CurveZMQ: each machine is bound to the client key of the first connection that presented
         # its token; a hello from another key is refused (see bats.master.server.security)
         self.secure = secure
@@ -250,8 +255,16 @@ class Server(Fleet, Driver):
     # ------------------------------------------------------------ frames in
     def _drop(self, peer: str, reason: str) -> None:
         self.dropped_frames += 1
-        if self.dropped_frames <= 100 or self.dropped_frames % 1000 == 0:
+        if self.dropped_frames <= DROPS_LOGGED:
             log.warning("dropped frame from %s: %s (%d dropped so far)", peer, reason, self.dropped_frames)
+            self._drops_logged_at = (self.dropped_frames, time.monotonic())
+            return
+        count, at = self._drops_logged_at
+        now = time.monotonic()
+        if now - at >= DROP_SUMMARY_S:
+            log.warning("dropped %d more frame(s) in %.0f s, the last from %s: %s (%d dropped so far)",
+                        self.dropped_frames - count, now - at, peer, reason, self.dropped_frames)
+            self._drops_logged_at = (self.dropped_frames, now)
 
     def _on_frame(self, parts: list[bytes]) -> None:
         identity = parts[0]

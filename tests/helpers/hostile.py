@@ -87,8 +87,11 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20) -> 
     bag = write_bag(root / "tasks.txt", ["sleep 0.2"] * tasks)
     (root / "clusters.toml").write_text(f'[master]\nlisten = "tcp://127.0.0.1:{port}"\n\n{_CLUSTER}')
     started = time.perf_counter()
-    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", "clusters.toml"],
-                              cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the master's output goes to files: a pipe read only at the end fills up and blocks the master
+    err_path = root / "master.err"
+    with (root / "master.out").open("w") as out, err_path.open("w") as err_file:
+        master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", "clusters.toml"],
+                                  cwd=root, stdout=out, stderr=err_file)
     state = root / "bats-run"
     context = zmq.Context()
     flooders: list[_Flooder] = []
@@ -114,7 +117,7 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20) -> 
                 master.wait(timeout=0.2)
             except subprocess.TimeoutExpired:
                 pass
-        _, err = master.communicate(timeout=120)
+        master.wait(timeout=120)
     finally:
         for flooder in flooders:
             flooder.stop.set()
@@ -122,6 +125,8 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20) -> 
             flooder.join(timeout=5)
         master.kill()
         context.destroy(linger=0)
+    master.wait(timeout=30)
+    err = err_path.read_text(errors="replace")
     done = sorted(r["id"] for r in results(state)) if (state / "journal.sqlite").exists() else []
     return {"code": master.returncode, "stderr": err, "wall_s": time.perf_counter() - started,
             "peak_mib": peak / 2**20, "done": len(done), "tasks": tasks,

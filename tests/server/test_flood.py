@@ -21,3 +21,7 @@ def test_pre_hello_frames_from_peers_that_never_read_cost_bounded_memory(tmp_pat
     assert run["code"] == 0, run["stderr"]
     assert run["done"] == run["tasks"]
     assert run["peak_mib"] < 400, f"the master grew to {run['peak_mib']:.0f} MiB under the flood"
+    # nor its log: the first 100 drops one by one, then a line per 10 s at most (a pipe nobody read
+    # used to fill with one line per 1,000 drops and block the master)
+    drops = [line for line in run["stderr"].splitlines() if "dropped" in line]
+    assert len(drops) <= 100 + run["wall_s"] / 10 + 1, drops[100:]
