@@ -29,6 +29,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,16 +71,34 @@ def _certificate(public: bytes, secret: bytes | None) -> str:
 
 
 def save_keys(state_dir: str | Path, keys: MasterKeys) -> None:
-    """Write the key files; the secret one is created 0600 and never overwritten."""
+    """Write the key files; the secret one is created 0600 and never overwritten. Each appears
+    whole or not at all (written beside, then linked or renamed into place): a reader, or a
+    ``--resume`` after a crash, never finds half a key."""
     state = Path(state_dir)
     secret_path = state / SECRET_FILE
+    if secret_path.exists():
+        raise KeyFileError(f"{secret_path}: cannot write the master's key: it exists already")
     try:
-        fd = os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as out:
-            out.write(_certificate(keys.public, keys.secret))
-        (state / PUBLIC_FILE).write_text(_certificate(keys.public, None), encoding="ascii")
+        written = _write_beside(secret_path, _certificate(keys.public, keys.secret))
+        try:
+            os.link(written, secret_path)  # fails if the file exists: never overwritten
+        finally:
+            written.unlink()
+        public_path = state / PUBLIC_FILE
+        os.replace(_write_beside(public_path, _certificate(keys.public, None)), public_path)
     except OSError as exc:
         raise KeyFileError(f"{secret_path}: cannot write the master's key: {exc.strerror or exc}") from None
+
+
+def _write_beside(path: Path, text: str) -> Path:
+    """``text`` in a new 0600 file next to ``path``, flushed to disk; its name."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    return temporary
 
 
 def load_keys(state_dir: str | Path) -> MasterKeys:
