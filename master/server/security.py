@@ -76,8 +76,6 @@ def save_keys(state_dir: str | Path, keys: MasterKeys) -> None:
     ``--resume`` after a crash, never finds half a key."""
     state = Path(state_dir)
     secret_path = state / SECRET_FILE
-    if secret_path.exists():
-        raise KeyFileError(f"{secret_path}: cannot write the master's key: it exists already")
     try:
         written = _write_beside(secret_path, _certificate(keys.public, keys.secret))
         try:

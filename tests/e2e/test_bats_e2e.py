@@ -153,9 +153,9 @@ def test_kill_9_after_the_plan_then_resume_keeps_to_the_budget(tmp_path):
     n = 80
     bag.write_text("".join(f"sleep 0.3; echo {i}\n" for i in range(1, n + 1)))
     state = tmp_path / "bats-run"
-    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--schedule", "fastest",
-                               "--seed", "5"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                              stderr=(tmp_path / "master.err").open("w"))
+    with (tmp_path / "master.err").open("w") as err:
+        master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--schedule",
+                                   "fastest", "--seed", "5"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
     plan = None
     deadline = time.monotonic() + 60
     try:

@@ -10,10 +10,11 @@ seeded RNG) with three phases:
    ``max``). n_lr = 7 randomly chosen tasks are *replicated*: every cluster runs a copy, so each
    yields one regression point per cluster; a machine always takes a copy its cluster has not run
    yet before anything else. The next n_s - n_lr tasks handed out are the *sample* tasks,
-   self-scheduled on any cluster. Once all of them have finished, the regression t_k = beta0 + beta1 * t_base translates every sample
-   runtime to every cluster (:func:`~bats.master.core.planning.estimate.complete_samples`) and each cluster's
-   mean T_i is the modified moving average of §2.1, a running task counted by the tail of the
-   sample distribution. Machines keep taking ordinary tasks while the sample completes: every
+   self-scheduled on any cluster. Once all of them have finished, the regression
+   t_k = beta0 + beta1 * t_base translates every sample runtime to every cluster
+   (:func:`~bats.master.core.planning.estimate.complete_samples`) and each cluster's mean T_i is
+   the modified moving average of §2.1, a running task counted by the tail of the sample
+   distribution. Machines keep taking ordinary tasks while the sample completes: every
    task that runs is real work and is never run again (the extra copies of a replicated task
    only measure; the first copy that succeeds is the task's result).
 2. **Offering** (§2.3, §4.3). The planner (:mod:`bats.master.core.planning.planner`) turns the estimates into

@@ -107,19 +107,16 @@ class DeadlineCore(BatsCore):
     def _elapsed(self, now: float) -> float:
         return now - (self.started_at if self.started_at is not None else now)
 
-    def _boot_s(self, name: str) -> float:
-        """Seconds from acquisition to hello, measured on this run's machines (else ``startup``)."""
-        return self._boot_times()[name]
-
     def _program(self, now: float) -> list[DeadlineCluster]:
         out = []
+        boots = self._boot_times()  # acquisition to hello, measured on this run's machines (else startup)
         for name in self.estimates:
             cl = self.clusters[name]
             usable = name in self._active and not (cl.bid is not None and self.prices[name] > cl.bid)
             mean = max(1e-6, self._stats(name, now).mean_s)
             live = len(self.live_machines(name))
             out.append(DeadlineCluster(name, mean, self.prices[name], cl.atu_s, cl.max if usable else 0,
-                                       cl.min_charge_s, self._boot_s(name), min(live, cl.max if usable else 0),
+                                       cl.min_charge_s, boots[name], min(live, cl.max if usable else 0),
                                        self.cluster_slots[name]))
         return out
 
