@@ -96,7 +96,8 @@ HISTORY = [
     "all 500 pools the median abs error of the runs with >= 10 tasks per machine went from 9.1 % to",
     "6.2 %, but their p90 from +7.4 % to +20.8 %, `fastest` late in 45 % of runs instead of 22 %,",
     "and 24 runs incomplete instead of 7 (16 of them bimodal): the bias was offsetting the sample's",
-    "own underestimate of heavy-tailed means (a sample of a few dozen tasks misses most long ones).",
+    "own underestimate of heavy-tailed means (a sample of a few dozen tasks misses most long ones;",
+    "the patch is `bench/trials/unbiased-choice-mean.diff`).",
     "",
 ]
 
