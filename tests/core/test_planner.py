@@ -265,12 +265,26 @@ def test_schedules_respect_their_budget_plus_cushion(scenario, fraction):
     if option.rounding == "":
         assert option.delta_n <= 0 and option.cushion == 0 and option.cost <= budget + 1e-9
     elif option.rounding == "a":
-        assert option.delta_n <= 0 and 0 < option.cushion <= 0.2 * budget + 1e-9
+        # raised to a configuration without rounding risk, or to every machine when that costs less
+        # than the cushion case b needs, with the money for its own dN tasks in the cushion too
+        assert option.delta_n <= 0 or option.machines == planner.all_machines
+        assert 0 < option.cushion <= 0.2 * budget + 1e-9
         assert option.cost <= budget + option.cushion + 1e-9
     else:
         # (the cushion is 0 only when the cheapest extensions run on free machines)
         assert option.rounding == "b" and option.delta_n > 0 and option.cushion >= 0
         assert option.cost <= budget + 1e-9
+
+
+def test_a_raise_to_every_machine_carries_the_cushion_for_their_own_rounding():
+    """$0.693 buys 4 c0 + 5 c1 (dN 5: 20 tasks in one ATU of 600 s, 225 s each); case b would add
+    4 one-task extensions on c0 and one on c1, $0.804 in all. Every machine costs $0.792 and its 3
+    tasks past the ATU run on c0 extensions ($0.009): $0.801, so the budget is raised to it (case
+    a, found by hypothesis), the cushion paying the raise and the dN tasks."""
+    planner = Planner([ClusterPlan("c0", 225.0, 0.003, 600.0, 4), ClusterPlan("c1", 225.0, 0.13, 600.0, 6)], 23)
+    option = planner.schedule_within(0.693)
+    assert (option.machines, option.delta_n, option.rounding) == ({"c0": 4, "c1": 6}, 3, "a")
+    assert (option.cost, option.cushion) == (0.792, pytest.approx(0.108))
 
 
 @settings(max_examples=60, deadline=None)
