@@ -119,10 +119,11 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 16)
     # ... and each option's makespan counts what the sampling machines it lets go still run in the
     # 50 s they have paid (until t=90): `cheapest`, 2 x a, lets b1 and b2 go, which run 10 tasks each
-    # in that time, so with a1 and a2 the 16 tasks take 16 / (0.2 + 0.4) = 26.7 s, not 16 / 0.2 = 80 s
+    # in that time, so with a1 and a2 the 16 tasks end by 30 s (6 whole a tasks and 12 b ones; 25 s
+    # ends 4 and 10, and the fluid 16 / (0.2 + 0.4) = 26.7 s splits tasks), not 16 / 0.2 = 80 s
     paid = {"a": [50.0, 50.0], "b": [50.0, 50.0]}
     options = tuple(with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options())
-    assert (planner.options()[0].makespan_s, options[0].makespan_s) == (80.0, pytest.approx(16 / 0.6))
+    assert (planner.options()[0].makespan_s, options[0].makespan_s) == (80.0, pytest.approx(30.0))
     offer = c.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})
     # every sampling machine is marked for the end of its first ATU minus the margin (100 - 10 s);
     # a1 can still run a 10 s task before t=90, so it gets one
@@ -159,9 +160,10 @@ def test_the_options_wait_for_the_measured_boot_of_the_machines_they_add():
     plain = next(o for o in planner.options() if o.label == "fastest")
     fastest = next(o for o in core.options if o.label == "fastest")
     paid = {"a": [42.0, 42.0], "b": [42.0, 42.0]}  # until t=90
-    # 2 a + 2 b from the choice (0.6 task/s), with the new a and b from 8 s on (0.9 task/s)
+    # 2 a + 2 b from the choice, the new a and b from 8 s on: by 23 s they have ended 4 + 8 + 1 + 3
+    # whole tasks (10 s on a, 5 s on b); the fluid model, 8 + (16 - 8 * 0.6) / 0.9 = 20.4 s, splits them
     assert fastest.machines == plain.machines == {"a": 3, "b": 3}
-    assert (plain.makespan_s, fastest.makespan_s) == (pytest.approx(16 / 0.9), pytest.approx(8.0 + (16 - 8 * 0.6) / 0.9))
+    assert (plain.makespan_s, fastest.makespan_s) == (pytest.approx(16 / 0.9), pytest.approx(23.0))
     assert fastest == with_machines_up(plain, planner.clusters, 16, paid, {"a": 8.0, "b": 8.0})
 
 
@@ -204,12 +206,13 @@ def test_schedule_chosen_acquires_the_missing_machines_and_keeps_sampling_machin
 def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
     """The options are for the 16 tasks left at t=40; the sampling machines go on until the answer
     at t=50, when 7 are left. The choice keeps its meaning there: `fastest` is the fastest
-    configuration for 7 tasks (all six machines, 8 s); a Pareto configuration chosen by id is the
-    same machines planned again for 7 tasks (with the paid time of the sampling machine it lets go)."""
+    configuration for 7 tasks (all six machines, 10 s in whole tasks); a Pareto configuration
+    chosen by id is the same machines planned again for 7 tasks (with the paid time of the sampling
+    machine it lets go)."""
     d, _event, _actions = sampled()
     core = d.core
     offered = core.choose("fastest")
-    assert (offered.machines, round(offered.makespan_s)) == ({"a": 3, "b": 3}, 18)
+    assert (offered.machines, round(offered.makespan_s)) == ({"a": 3, "b": 3}, 20)  # 6 a + 12 b tasks
     d.through(50.0)
     assert core.remaining == 7
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 7)
@@ -218,7 +221,7 @@ def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
     fastest = next(o for o in options if o.label == "fastest")
     assert d.feed(ScheduleChosen(50.0, offered))[:2] == [
         c.Notify("9 task(s) ended while the options were shown: option 8 (fastest) planned again for the 7 left: "
-                 "3 x a, 3 x b, 8 s, budget 9 (offered: 3 x a, 3 x b, 18 s, budget 9)"),
+                 "3 x a, 3 x b, 10 s, budget 9 (offered: 3 x a, 3 x b, 20 s, budget 9)"),
         c.Notify(f"executing option {fastest.id} (fastest): 3 x a, 3 x b, budget 9")]
     assert (core.selected, core.tasks_at_plan, core.options) == (fastest, 7, options)
 
@@ -229,8 +232,8 @@ def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
     actions = d.feed(ScheduleChosen(50.0, offered))
     assert actions[0] == c.Notify("9 task(s) ended while the options were shown: option 4 (pareto) planned again "
                                   "for the 7 left: 3 x a, 1 x b, 10 s, budget 5 "
-                                  "(offered: 3 x a, 1 x b, 23 s, budget 5)")
-    # 3 x a and b1 at 0.5 task/s, and b2, let go, at 0.2 task/s until t=90: 7 / 0.7 = 10 s
+                                  "(offered: 3 x a, 1 x b, 25 s, budget 5)")
+    # by 10 s: a task on each a, two on b1, and two on b2, let go but paid until t=90
     assert (core.selected.machines, core.selected.makespan_s) == ({"a": 3, "b": 1}, pytest.approx(10.0))
 
 

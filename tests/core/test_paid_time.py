@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bats.master.core.planning.paid_time import makespan_of, with_machines_up
+from bats.master.core.planning.paid_time import makespan_of, whole_tasks_makespan, with_machines_up
 from bats.master.core.planning.planner import ClusterPlan, Planner
 
 CLUSTERS = [ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)]
@@ -55,6 +55,44 @@ def test_an_option_keeps_the_machines_with_the_most_paid_time_and_counts_whole_t
 
 def test_an_option_that_adds_machines_waits_for_their_boot():
     option = next(o for o in Planner(CLUSTERS, 16).options() if o.machines == {"a": 2, "b": 0})
-    # one a machine is up, the other is new and boots for 30 s: 0.1 task/s, then 0.2 from t=30
+    # one a machine is up, the other is new and boots for 30 s: by t=90 they have ended 9 + 6
+    # 10 s tasks, by t=100 10 + 7 (the fluid model would say 30 + 13 / 0.2 = 95 s)
     booted = with_machines_up(option, CLUSTERS, 16, {"a": [60.0]}, {"a": 30.0})
-    assert booted.makespan_s == pytest.approx(30.0 + 13 / 0.2) and booted.makespan_s > option.makespan_s
+    assert booted.makespan_s == pytest.approx(100.0) and booted.makespan_s > option.makespan_s
+
+
+def test_whole_tasks_end_one_task_length_after_the_start_however_many_machines():
+    # 28 tasks of 30 s on 108 machines: one task length, not the fluid 28 / 108 of one
+    assert whole_tasks_makespan(28, [(108, 30.0, 0.0, INF)]) == 30.0
+    assert makespan_of(28, [(108 / 30.0, 0.0, INF)]) == pytest.approx(7.78, abs=0.01)
+    # 11 tasks of 100 s on 2 slots: six rounds, the last with one slot idle
+    assert whole_tasks_makespan(11, [(2, 100.0, 0.0, INF)]) == 600.0
+    # a machine let go after 250 s ends 2 tasks; a booted one (from 60 s, 50 s tasks) the rest
+    assert whole_tasks_makespan(5, [(1, 100.0, 0.0, 250.0), (1, 50.0, 60.0, INF)]) == 210.0
+    assert whole_tasks_makespan(5, [(1, 100.0, 0.0, 250.0)]) == INF
+
+
+def test_an_option_with_more_machines_than_tasks_waits_for_one_whole_task():
+    planner = Planner(CLUSTERS, 4)
+    option = next(o for o in planner.options() if sum(o.machines.values()) >= 4)
+    planned = with_machines_up(option, CLUSTERS, 4, {}, {})
+    assert planned.makespan_s == pytest.approx(max(c.mean_s for c in CLUSTERS if option.machines[c.name]))
+    assert planned.makespan_s > option.makespan_s
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(1, 400),
+       groups=st.lists(st.tuples(st.integers(1, 8), st.floats(1.0, 500.0), st.floats(0.0, 300.0),
+                                 st.one_of(st.just(INF), st.floats(0.0, 3000.0))), min_size=1, max_size=6))
+def test_property_whole_tasks_end_the_bag_exactly_then_and_within_a_task_of_the_fluid_makespan(n, groups):
+    def done(t):
+        return sum(k * math.floor((min(t, e) - b) / T + 1e-9) for k, T, b, e in groups if t > b and e > b)
+
+    t = whole_tasks_makespan(n, groups)
+    fluid = makespan_of(n, [(k / T, b, b + math.floor((e - b) / T + 1e-9) * T if e < INF else e)
+                            for k, T, b, e in groups if e > b])
+    if not math.isfinite(fluid):
+        assert t == INF
+        return
+    assert done(t) >= n and done(t - 1e-6 * max(1.0, t)) < n
+    assert fluid - 1e-6 <= t <= fluid + max(T for _k, T, _b, _e in groups) + 1e-6
