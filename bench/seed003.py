@@ -156,8 +156,7 @@ class _TimedSim(Simulator):
             actions = self.core.handle(event)
             self.handle_s.append(time.process_time() - t0)
             self.events += 1
-            for action in actions:
-                self._execute.get(type(action), self._unknown)(action)
+            self.carry_out(actions)
             return
         super()._feed(event)
 
