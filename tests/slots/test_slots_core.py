@@ -16,6 +16,7 @@ from bats.master.core.bats.policy import BatsCore
 from bats.master.core.deadline.ilp import DeadlineCluster, cheapest_plan
 from bats.master.core.events import ScheduleChosen
 from bats.master.core.planning.ga import ga_front
+from bats.master.core.planning.paid_time import whole_tasks_makespan
 from bats.master.core.planning.planner import ClusterPlan, Planner
 
 
@@ -172,14 +173,16 @@ def test_bats_samples_four_at_a_time_on_a_four_slot_machine_and_plans_with_its_s
                 if isinstance(a, c.Dispatch) and a.task in r]
     assert all(replicas.count((k, t)) == 1 for k in "ab" for t in r)  # each cluster runs each replica once
     assert core.cluster_slots == {"a": 4, "b": 1}
-    for option in core.options:  # T_e = N / sum a_i k_i / T_i, a's k = 4
+    for option in core.options:  # T_e = N / sum a_i k_i / T_i, a's k = 4, in whole tasks
         a, bb = option.machines["a"], option.machines["b"]
         means = {name: mean for name, (mean, _sd) in core.plan_estimates.items()}
-        speed = a * 4 / means["a"] + bb / means["b"]
+        fluid = core.tasks_at_plan / (a * 4 / means["a"] + bb / means["b"])
         if a >= 2 and bb >= 2:  # keeps the four sampling machines: nothing else works for it
-            assert option.makespan_s == pytest.approx(core.tasks_at_plan / speed, rel=1e-6)
+            whole = whole_tasks_makespan(core.tasks_at_plan, [(a * 4, means["a"], 0.0, math.inf),
+                                                              (bb, means["b"], 0.0, math.inf)])
+            assert option.makespan_s == pytest.approx(whole, rel=1e-9) and fluid <= whole <= fluid + means["a"]
         else:  # the sampling machines it lets go work in their paid time too
-            assert option.makespan_s <= core.tasks_at_plan / speed
+            assert option.makespan_s <= fluid + max(means.values())
 
 
 def test_bats_runs_a_bag_on_four_slot_machines_once_each_and_releases_them_with_tasks_running():
