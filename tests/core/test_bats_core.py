@@ -156,7 +156,9 @@ def test_the_options_wait_for_the_measured_boot_of_the_machines_they_add():
         d.feed(c.WorkerAsked(8.0, m, 1))
     d.until(lambda: core.phase != b.SAMPLING)
     assert (core._now, core.remaining, core._boot_times()) == (48.0, 16, {"a": 8.0, "b": 8.0})
-    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 16)
+    # the boot also comes out of the paid time in which dN counts a machine's whole tasks
+    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3, boot_s=8.0),
+                       ClusterPlan("b", 5.0, 2.0, 100.0, 3, boot_s=8.0)], 16)
     plain = next(o for o in planner.options() if o.label == "fastest")
     fastest = next(o for o in core.options if o.label == "fastest")
     paid = {"a": [42.0, 42.0], "b": [42.0, 42.0]}  # until t=90

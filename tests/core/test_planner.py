@@ -159,6 +159,34 @@ def test_case_b_cushion_pays_the_leftover_tasks_on_the_cheapest_machines():
         ({"cluster1": 32, "cluster2": 32}, 40, "b", 192.0)
 
 
+def test_a_new_machines_boot_comes_out_of_the_paid_time_in_which_dn_counts_its_tasks():
+    # 600 s paid, 60 s of boot: 5 tasks of 100 s per slot, not 6
+    assert ClusterPlan("x", 100.0, 1.0, 600.0, 2, boot_s=60.0).tasks_in(600.0) == 5
+    assert ClusterPlan("x", 100.0, 1.0, 600.0, 2, slots=2, boot_s=60.0).tasks_in(600.0) == 10
+    assert ClusterPlan("x", 100.0, 1.0, 600.0, 2).tasks_in(600.0) == 6
+    # 12 tasks on 2 machines: T_e = 600 s, one ATU each; with the boot 10 tasks fit, dN = 2, and
+    # each machine's 6th task needs one more ATU: a $2 cushion (case b)
+    planner = Planner([ClusterPlan("x", 100.0, 1.0, 600.0, 2, boot_s=60.0)], 12)
+    option = planner.schedule_within(2.0)
+    assert (option.machines, option.delta_n, option.rounding, option.cushion) == ({"x": 2}, 2, "b", 2.0)
+    assert Planner([ClusterPlan("x", 100.0, 1.0, 600.0, 2)], 12).estimate({"x": 2}).delta_n == 0
+    with pytest.raises(ValueError, match="boot time"):
+        ClusterPlan("x", 100.0, 1.0, 600.0, 2, boot_s=-1.0)
+
+
+def test_a_boot_longer_than_a_task_leaves_more_than_one_task_per_slot_to_the_cushion():
+    # 4 tasks of 300 s on one machine, ATU 300 s, 350 s of boot: T_e = 1200 s (4 ATUs) ends 2 tasks
+    # (dN = 2, past Theorem 1's one per machine); the 3rd needs a 5th ATU, the 4th a 6th: $2
+    planner = Planner([ClusterPlan("x", 300.0, 1.0, 300.0, 1, boot_s=350.0)], 4)
+    option = planner.schedule_within(4.0)
+    assert (option.delta_n, option.rounding, option.cushion) == (2, "b", 2.0)
+    # one pass covers one task per slot, the next is free when the ATU it added fits it too: 11
+    # tasks of 200 s on 2 machines, 280 s of boot, 4 ATUs of 300 s end 8; one ATU more each ends 12
+    planner = Planner([ClusterPlan("x", 200.0, 1.0, 300.0, 2, boot_s=280.0)], 11)
+    option = planner.schedule_within(8.0)
+    assert (option.delta_n, option.cushion) == (3, 2.0)
+
+
 def test_case_a_falls_back_to_b_past_the_threshold():
     clusters = paper(12, 1, t1=878.4, t2=878.4)
     option = Planner(clusters, 1000).schedule_within(1536.0, reference=1920.0, max_raise=0.01)

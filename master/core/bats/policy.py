@@ -379,12 +379,13 @@ class BatsCore(Execution):
     def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner:
         """The planner at today's prices, with the current runtime estimates or ``means``."""
         plans = []
+        boots = self._boot_times()
         for name in self.estimates:
             cl = self.clusters[name]
             mean = max(MIN_MEAN_S, means[name] if means is not None else self._stats(name, self._now).mean_s)
             available = name in self._active and not (cl.bid is not None and self.prices[name] > cl.bid)
             plans.append(ClusterPlan(name, mean, self.prices[name], cl.atu_s, cl.max if available else 0,
-                                     cl.min_charge_s, self.cluster_slots[name]))
+                                     cl.min_charge_s, self.cluster_slots[name], boots.get(name, 0.0)))
         return Planner(plans, max(1, n_tasks), self.max_machines)
 
     def _plan_options(self, planner: Planner) -> list[Option]:

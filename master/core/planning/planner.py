@@ -91,8 +91,11 @@ The rounding problem (§2.3, seed lines ~480-560). For a configuration with make
 of cluster k is paid for M_k = u_k(T_e) * atu_k seconds (the paper's M ATUs), in which it runs on
 average n_k = floor(M_k / T_k) tasks; dN = N - sum_k a_k n_k. (M is the schedule's *output*
 makespan, the ATUs its configuration is paid for, not the possibly longer time floor(B / W) the
-budget would buy; Theorem 1's proof uses N <= sum_k a_k M / T_k, which holds for both.) Theorem 1: dN <= sum_k a_k (as
-M_k >= T_e it holds per cluster ATU too; tested as a property). When dN > 0:
+budget would buy; Theorem 1's proof uses N <= sum_k a_k M / T_k, which holds for both.) Theorem
+1: dN <= sum_k a_k (as M_k >= T_e it holds per cluster ATU too; tested as a property). An
+extension: a cluster's boot time b_k (``ClusterPlan.boot_s``: the time a new machine is billed
+before it runs a task) comes out of M_k, n_k = floor((M_k - b_k) / T_k), and dN may then pass
+Theorem 1's bound. When dN > 0:
 
 * case (a), the configuration does not yet use every machine of every cluster ("has not reached
   the upper limit of machines on all participating types": we read "participating types" as all
@@ -107,8 +110,9 @@ M_k >= T_e it holds per cluster ATU too; tested as a property). When dN > 0:
 * case (b), every machine is in use, or case (a) found nothing within the threshold (then the
   *original* configuration is kept): the cushion pays for running the dN tasks that do not fit,
   one each on dN machines of the configuration (Theorem 1 guarantees there are enough), each
-  extended by the ATUs it needs to run one more task, ceil((n_k + 1) T_k / atu_k) - u_k (>= 1),
-  choosing the cheapest machines first. This is §4.3's S4-1 Sched4: dN = 3 on (32, 32) gives
+  extended by the ATUs it needs to run one more task, ceil((b_k + (n_k + 1) T_k) / atu_k) - u_k
+  (>= 1), choosing the cheapest machines first (past the bound, further passes add one more
+  task per slot, at the ATUs it adds). This is §4.3's S4-1 Sched4: dN = 3 on (32, 32) gives
   "3 machines from cluster1 running for at most one more ATU", $9.
 
 The four schedules of §4.3 (seed lines ~1612-1645): B_min1 is "the budget needed for the bag's
@@ -159,6 +163,7 @@ class ClusterPlan:
     max: int = 1
     min_charge_s: float = 0.0
     slots: int = 1  # k_i: tasks a machine runs at once; its speed is k_i / T_i
+    boot_s: float = 0.0  # seconds a new machine is billed before it runs a task
 
     @property
     def speed(self) -> float:
@@ -166,8 +171,9 @@ class ClusterPlan:
         return self.slots / self.mean_s
 
     def tasks_in(self, seconds: float) -> int:
-        """Whole tasks a machine finishes in ``seconds``: k_i floor(t / T_i), each slot its own."""
-        return self.slots * math.floor(seconds / self.mean_s + _EPS)
+        """Whole tasks a new machine finishes in ``seconds`` of paid time, its boot first:
+        k_i floor((t - boot) / T_i), each slot its own."""
+        return self.slots * math.floor(max(0.0, seconds - self.boot_s) / self.mean_s + _EPS)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.mean_s) and self.mean_s > 0):
@@ -182,6 +188,8 @@ class ClusterPlan:
             raise ValueError(f"cluster {self.name!r}: max must be an integer >= 0, got {self.max!r}")
         if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
             raise ValueError(f"cluster {self.name!r}: slots must be an integer >= 1, got {self.slots!r}")
+        if not (math.isfinite(self.boot_s) and self.boot_s >= 0):
+            raise ValueError(f"cluster {self.name!r}: boot time must be >= 0 seconds, got {self.boot_s!r}")
 
     @classmethod
     def from_config(cls, config: Any, mean_s: float, max_machines: int | None = None,
@@ -314,24 +322,35 @@ class Planner:
         )
 
     def _cushion_units(self, config: Sequence[int], atus: Sequence[int], delta_n: int) -> int:
-        """Case (b): the cheapest dN one-task extensions of the configuration's machines."""
+        """Case (b): the cheapest dN one-task extensions of the configuration's machines.
+
+        Each slot may end one more task for the ATUs that task needs past the u_i paid (at least
+        one); by Theorem 1 one pass covers dN. A boot that comes out of the paid time can leave
+        more than one task per slot over, so further passes extend each slot by one more task,
+        priced at the ATUs it adds to the pass before."""
         if delta_n <= 0:
             return 0
-        extensions = []  # (extra cost per machine, machines available); a machine's slots each do one more
-        for a, u, w, c in zip(config, atus, self._units, self.clusters):
-            if a:
-                n_k = math.floor(u * c.atu_s / c.mean_s + _EPS)
-                extra = max(1, math.ceil((n_k + 1) * c.mean_s / c.atu_s - _EPS) - u)
-                extensions.extend([(w * extra, a)] * c.slots)
-        extensions.sort(key=lambda extension: extension[0])
         total, left = 0, delta_n
-        for price, count in extensions:
-            take = min(count, left)
-            total += take * price
-            left -= take
-            if not left:
-                break
-        return total  # Theorem 1: left == 0 here
+        added = [0] * len(config)  # per cluster, the ATUs each slot's extensions have added so far
+        extra_tasks = 0
+        while left > 0:
+            extra_tasks += 1
+            extensions = []  # (price per slot, slots, cluster, ATUs added); each slot ends one task more
+            for i, (a, u, w, c) in enumerate(zip(config, atus, self._units, self.clusters)):
+                if a:
+                    n_k = c.tasks_in(u * c.atu_s) // c.slots
+                    needed = math.ceil((c.boot_s + (n_k + extra_tasks) * c.mean_s) / c.atu_s - _EPS) - u
+                    needed = max(added[i] + (extra_tasks == 1), needed)
+                    extensions.append((w * (needed - added[i]), a * c.slots, i, needed))
+            extensions.sort(key=lambda extension: extension[0])
+            for price, count, i, needed in extensions:
+                take = min(count, left)
+                total += take * price
+                left -= take
+                added[i] = needed
+                if not left:
+                    break
+        return total
 
     # ---------------------------------------------------------------- candidates
     def _build_candidates(self) -> None:
@@ -565,7 +584,8 @@ class Planner:
         mean = np.array([c.mean_s for c in self.clusters])
         slots = np.array([c.slots for c in self.clusters], dtype=np.int64)
         atu = np.array([c.atu_s for c in self.clusters])
-        done = (np.floor(atus * atu / mean + _EPS).astype(np.int64) * slots * machines).sum(axis=1)
+        boot = np.array([c.boot_s for c in self.clusters])
+        done = (np.floor(np.maximum(atus * atu - boot, 0.0) / mean + _EPS).astype(np.int64) * slots * machines).sum(axis=1)
         makespan = self._makespan[rows]
         longest = np.where(in_use, atu, 0.0).max(axis=1)
         makespan_atu = np.ceil(makespan / longest - _EPS).astype(np.int64)
