@@ -29,13 +29,14 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
+
+from bats.common.atomic import replace_whole, write_beside
 
 log = logging.getLogger(__name__)
 
@@ -77,26 +78,14 @@ def save_keys(state_dir: str | Path, keys: MasterKeys) -> None:
     state = Path(state_dir)
     secret_path = state / SECRET_FILE
     try:
-        written = _write_beside(secret_path, _certificate(keys.public, keys.secret))
+        written = write_beside(secret_path, _certificate(keys.public, keys.secret).encode("ascii"), 0o600)
         try:
             os.link(written, secret_path)  # fails if the file exists: never overwritten
         finally:
             written.unlink()
-        public_path = state / PUBLIC_FILE
-        os.replace(_write_beside(public_path, _certificate(keys.public, None)), public_path)
+        replace_whole(state / PUBLIC_FILE, _certificate(keys.public, None).encode("ascii"))
     except OSError as exc:
         raise KeyFileError(f"{secret_path}: cannot write the master's key: {exc.strerror or exc}") from None
-
-
-def _write_beside(path: Path, text: str) -> Path:
-    """``text`` in a new 0600 file next to ``path``, flushed to disk; its name."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="ascii") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    return temporary
 
 
 def load_keys(state_dir: str | Path) -> MasterKeys:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import io
 import math
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bats.common.atomic import replace_whole
 from bats.common.durations import format_duration
 from bats.master.core.planning.planner import Option
 
@@ -95,10 +95,7 @@ def png_bytes(fig: Any) -> bytes:
 
 def save_png(fig: Any, path: str | os.PathLike[str]) -> None:
     """Write the figure as a PNG (atomically: a viewer never shows half a file)."""
-    tmp = f"{os.fspath(path)}.{os.getpid()}.{threading.get_ident()}.tmp"  # writers in two threads
-    with open(tmp, "wb") as out:
-        out.write(png_bytes(fig))
-    os.replace(tmp, path)
+    replace_whole(path, png_bytes(fig))
 
 
 def _unit(longest_s: float) -> tuple[float, str]:

@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from bats.common.atomic import replace_whole
 from bats.common.config import Config
 from bats.common.durations import format_duration
 from bats.master.core import Core, Finish
@@ -125,9 +126,7 @@ def write_report(report: dict[str, Any], path: str | os.PathLike[str]) -> None:
     """Write atomically: a reader never sees half a report."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, target)
+    replace_whole(target, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
 
 
 def summary(report: dict[str, Any], report_path: str) -> str:

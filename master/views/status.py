@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bats.common.atomic import replace_whole
+
 log = logging.getLogger(__name__)
 
 CONTROL_NAME = "control.json"
@@ -46,11 +48,8 @@ class ControlServer:
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.bind("tcp://127.0.0.1:*")
         self.endpoint = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
-        tmp = self.path.with_name(CONTROL_NAME + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps({"endpoint": self.endpoint, "pid": os.getpid(), "run_id": run_id}) + "\n")
-        os.replace(tmp, self.path)
+        info = {"endpoint": self.endpoint, "pid": os.getpid(), "run_id": run_id}
+        replace_whole(self.path, (json.dumps(info) + "\n").encode("utf-8"), 0o600)
         log.info("status requests answered on %s (%s)", self.endpoint, self.path)
 
     def serve(self, figures: Callable[[], dict[str, Any]]) -> int:
