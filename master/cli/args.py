@@ -77,6 +77,10 @@ def add_choice_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-speed-up", action="store_true",
                    help="a run ahead of its plan keeps its configuration (default: with the fastest schedule "
                         "or a budget, it moves to a faster one the budget left pays)")
+    g.add_argument("--no-catch-up", action="store_true",
+                   help="a run whose tasks take longer than planned keeps its configuration while its money "
+                        "lasts (default: it adds the machines that end it by the chosen makespan, if the money "
+                        "left pays them)")
     g.add_argument("--all-options", action="store_true",
                    help="show every option (default: at most 15 well spread, cheapest and fastest included)")
     g.add_argument("--no-sampling", action="store_true",
@@ -180,4 +184,4 @@ def choice_from_args(args: argparse.Namespace, config: Config):
                          "(every cluster here is free; add --policy bats to plan anyway)")
     return Choice(policy=policy, schedule=args.schedule, budget=args.budget, cushion=args.cushion == "yes",
                   plan_only=args.plan_only, planner=args.planner, all_options=args.all_options, deadline=deadline,
-                  speed_up=not args.no_speed_up)
+                  speed_up=not args.no_speed_up, catch_up=not args.no_catch_up)

@@ -98,7 +98,7 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
     checked before anything is started: no terminal and no choice is bad input."""
     given = any([args.policy != "auto", args.schedule, args.budget is not None, args.cushion is not None,
                  args.plan_only, args.no_sampling, args.planner != "exact", args.all_options,
-                 args.deadline is not None, args.no_speed_up])
+                 args.deadline is not None, args.no_speed_up, args.no_catch_up])
     if resuming and not given and settings.get("choice"):
         return settings["choice"]
     choice = choice_from_args(args, config)
@@ -108,7 +108,7 @@ def _choice(args: argparse.Namespace, config: Config, settings: dict, resuming: 
     return {"policy": choice.policy, "schedule": choice.schedule, "budget": choice.budget,
             "cushion": choice.cushion, "cushion_given": args.cushion is not None, "plan_only": choice.plan_only,
             "planner": choice.planner, "all_options": choice.all_options, "deadline": choice.deadline,
-            "speed_up": choice.speed_up}
+            "speed_up": choice.speed_up, "catch_up": choice.catch_up}
 
 
 def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
@@ -471,7 +471,8 @@ def _resumed_choice(journal, stored: dict, session: int):
     choice = Choice(policy=stored["policy"], schedule=stored.get("schedule"), budget=stored.get("budget"),
                     cushion=stored.get("cushion", False), plan_only=stored.get("plan_only", False),
                     planner=stored.get("planner", "exact"), all_options=stored.get("all_options", False),
-                    deadline=stored.get("deadline"), speed_up=stored.get("speed_up", True))
+                    deadline=stored.get("deadline"), speed_up=stored.get("speed_up", True),
+                    catch_up=stored.get("catch_up", True))
     if session <= 1 or choice.policy != "bats":
         return choice
     plan = journal.meta.get("plan")
@@ -488,7 +489,8 @@ def _resumed_choice(journal, stored: dict, session: int):
     progress.info("resuming within the run's budget: %.2f left of %.2f", max(0.0, left), total)
     # the plan's budget: it speeds up as the chosen schedule did (fastest and budgets only)
     speeds_up = choice.speed_up and (not plan or plan.get("label") in ("fastest", "budget"))
-    return Choice(policy="bats", budget=max(left, 1e-9), cushion=False, speed_up=speeds_up)
+    return Choice(policy="bats", budget=max(left, 1e-9), cushion=False, speed_up=speeds_up,
+                  catch_up=choice.catch_up)
 
 
 def _dashboard(port: int | None):

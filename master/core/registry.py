@@ -45,7 +45,8 @@ def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choi
                                 release_margin_s=config.release_margin_s, budget=choice.budget,
                                 cushion_accepted=choice.cushion, planner=choice.planner,
                                 monitor_interval_auto=config.master.monitor_interval_s is None,
-                                prior_sample=prior_sample, speed_up=choice.speed_up)
+                                prior_sample=prior_sample, speed_up=choice.speed_up,
+                                catch_up=choice.catch_up)
         return BatsCore(task_ids, config.clusters, rng, settings, **kwargs)
     if choice.policy == "deadline":
         if choice.deadline is None:

@@ -59,3 +59,14 @@ def test_up_front_budget_and_a_price_spike_while_sampling():
                 {"max": 1, "price": 0.0001, "atu_s": 1.0, "speed": 0.5, "startup": 0.0},
                 {"max": 1, "price": 0.0001, "atu_s": 1.0, "speed": 3.0, "startup": 0.0}]
     check_budget(clusters, 58, "fixed:54", ("budget", 2.0, False), SimFaults(), [None, None, (60.0, 1.5, None)], 0)
+
+
+def test_machines_sampling_asked_for_that_come_after_the_plan_are_paid_by_sampling_not_the_budget():
+    """Hypothesis found it: the boot timeout that ended sampling also replaced two machines that
+    never booted; they came up while the options were offered, and their first ATUs ($0.04 at
+    $0.02 per second) were charged to a $0.024 execution budget."""
+    check_budget([{"max": 7, "price": 0.02, "atu_s": 1.0, "speed": 0.5, "startup": 0.0},
+                  {"max": 1, "price": 0.0001, "atu_s": 1.0, "speed": 0.5, "startup": 0.0},
+                  {"max": 4, "price": 0.0001, "atu_s": 1.0, "speed": 0.5, "startup": 0.0}],
+                 20, "normal:2m,0s", ("schedule", "cheapest", False),
+                 SimFaults(boot_fail_rate=0.6, loss_rate=0.2, loss_within_s=60.0, seed=32), [None, None, None], 0)

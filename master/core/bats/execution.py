@@ -4,9 +4,12 @@ Fig. 4).
 How this works. :class:`Execution` is the layer of :class:`~.policy.BatsCore` that runs the execution phase
 (the policy subclasses it and adds sampling and the choice; the state both use is declared on
 the class). Starting the chosen option acquires what it adds to the
-sampling machines; the monitoring check (§3.1) compares N_e with N_p and re-plans (a run behind
-its plan to the fastest configuration the money left pays; one ahead of it, with the fastest
-schedule or a budget, to a faster one the budget left pays, an extension of §3.1); the budget
+sampling machines; the monitoring check (§3.1) compares N_e with N_p and re-plans (a run short
+of money to the slowest configuration the money left pays that still ends by the chosen
+option's makespan, the fastest when none does; one ahead of it, with the fastest schedule or a
+budget, to a faster one the budget left pays; one whose money suffices but whose tasks take
+longer than planned adds the machines that end it on time: extensions of §3.1, which re-plans
+for the money alone); the budget
 ceiling (:func:`~..planning.monitor.plan_releases`) decides at every machine's edge, less the
 release margin, whether the money left renews it, and marks for release what it cannot; a task
 that would carry a machine past an edge the budget will not renew is not handed out. The rules
@@ -27,6 +30,7 @@ from bats.master import core as c
 
 from ..actions import Notify, WakeAt
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
+from ..planning.paid_time import with_machines_up
 from ..planning.planner import Option, Planner
 from .endgame import EndGame
 from .settings import EXECUTING, BatsSettings
@@ -35,6 +39,7 @@ REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan
 TIGHT_PLAN_REUSE_S = 10.0  # a hand-out reuses a release plan this old when money is tight
 SPEED_UP_GAIN = 0.1  # a run ahead of its plan speeds up when that ends the bag this much sooner
 SPEED_UP_TASKS = 5  # ... and leaves each machine of the new configuration at least this many tasks
+CATCH_UP_SLACK = 0.05  # a run adds machines when it would end this share of its makespan late
 
 
 class Execution(EndGame):
@@ -64,6 +69,8 @@ class Execution(EndGame):
         def _sampling_not_budgeted(self) -> float: ...
         def _stats(self, cluster: str, now: float) -> Any: ...
         def _upper_means(self, now: float) -> dict[str, float]: ...
+        def _plan_planner(self, n_tasks: int) -> Planner: ...
+        def _paid_left(self, now: float) -> dict[str, list[float]]: ...
 
     def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
                          keep_budget: bool) -> list[c.Action]:
@@ -78,7 +85,7 @@ class Execution(EndGame):
         self._delta_n_allowed = max(0, option.delta_n) if cushion_accepted else 0
         config = dict(option.machines)
         if not cushion_accepted and option.rounding == "a":  # the raise was the cushion: not taken
-            planner = self._planner(self.tasks_at_plan or self.remaining)
+            planner = self._plan_planner(self.tasks_at_plan or self.remaining)
             plain = planner.fastest_within(option.budget)
             if plain is not None and plain != config:
                 config = plain
@@ -304,7 +311,7 @@ class Execution(EndGame):
         actions: list[c.Action] = []
         if not result.ok:
             money = (self.budget + self.cushion - result.spent) if self.budget is not None else math.inf
-            new = self._replan_within(money, now) if money > 0 else None
+            new = self._replan_within(money, now, by=self._promised_end()) if money > 0 else None
             if new is not None and new != self.config:
                 reason = f"N_e {result.n_e} > N_p {result.n_p}" + (
                     f" + dN {self._delta_n_allowed}" if self._delta_n_allowed else "")
@@ -313,10 +320,11 @@ class Execution(EndGame):
                 actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
                 actions.extend(self._move_to(new, now))
                 views = None  # machines were marked or unmarked
-        elif result.n_e < result.n_p and self._speeds_up():
-            speed_up = self._speed_up(result.spent, now)
-            if speed_up:
-                actions.extend(speed_up)
+        else:
+            moved = self._speed_up(result.spent, now) if result.n_e < result.n_p and self._speeds_up() else []
+            moved = moved or self._catch_up(result.spent, now)
+            if moved:
+                actions.extend(moved)
                 views = None
         actions.extend(self._enforce_budget(now, views))
         actions.append(WakeAt(self._next_check(now)))  # the next check, on time
@@ -360,9 +368,17 @@ class Execution(EndGame):
         running, faster = planner.estimate(self.config).makespan_s, planner.estimate(new).makespan_s
         if faster > running * (1.0 - SPEED_UP_GAIN):
             return []
-        # what the faster plan saves on the machines up is not counted on: they are costed for the
-        # plan running now, the ones it adds for the new plan (boot and one more task included),
-        # every mean at the upper end of its interval
+        if not self._pays_for(new, money, now):
+            return []
+        reason = f"ahead of plan: the budget left ends the {self.remaining} task(s) in {faster:.0f} s, not {running:.0f} s"
+        self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason, "machines": dict(new)})
+        return [Notify(f"re-planned ({reason}): {_machines_text(new)}"), *self._move_to(new, now)]
+
+    def _pays_for(self, new: Mapping[str, int], money: float, now: float) -> bool:
+        """Whether ``money`` surely pays for moving up to ``new``, which keeps every machine up.
+        What the faster plan saves on the machines up is not counted on: they are costed for the
+        plan running now, the ones it adds for the new plan (boot and one more task included),
+        every mean at the upper end of its interval."""
         upper_means, boots = self._upper_means(now), self._boot_times()
         upper = self._planner(self.remaining, upper_means)
         need, new_s = upper.estimate(self.config).cost, upper.estimate(new).makespan_s
@@ -370,41 +386,111 @@ class Execution(EndGame):
             added = n - self.config.get(name, 0)
             if added > 0:
                 need += added * self.billings[name].cost(new_s + boots[name] + upper_means[name])
-        if need > money + 1e-9:
+        return need <= money + 1e-9
+
+    def _promised_end(self) -> float | None:
+        """When the chosen option said the bag would be done (None before a choice)."""
+        if self.selected is None or self.execution_started_at is None or self.selected.makespan_s <= 0:
+            return None
+        return self.execution_started_at + self.selected.makespan_s
+
+    def _projected_s(self, planner: Planner, config: Mapping[str, int], now: float) -> float:
+        """How long from now ``config`` takes to end the tasks left, as the options count it
+        (:func:`~..planning.paid_time.with_machines_up`): its machines up work at once, the ones
+        it adds after their cluster's boot, the machines marked for release until they go, each
+        task its cluster's mean (a task running counts as half of one)."""
+        assert self.selected is not None
+        running = sum(m.running for m in self.live_machines())
+        n = max(1, self._tasks_not_started() + (running + 1) // 2)
+        option = dataclasses.replace(self.selected, machines=dict(config), makespan_s=-1.0)
+        made = with_machines_up(option, planner.clusters, n, self._paid_left(now), self._boot_times())
+        return made.makespan_s if made.makespan_s >= 0 else math.inf
+
+    def _catch_up(self, spent: float, now: float) -> list[c.Action]:
+        """A run whose tasks take longer than its plan said ends late even when its money suffices
+        (§3.1 re-plans for the money alone). When the configuration running would end the tasks
+        left more than CATCH_UP_SLACK of the chosen makespan after the promised end, add the
+        fewest machines that end them by it and that the money left pays (the accepted cushion
+        included: it is the room for an estimate that was low); when none does, the fastest such
+        addition, if it gains SPEED_UP_GAIN. Machines up are kept, so no running task is cut."""
+        promised = self._promised_end()
+        if not self.settings.catch_up or promised is None or self.budget is None or not any(self.config.values()):
             return []
-        reason = f"ahead of plan: the budget left ends the {self.remaining} task(s) in {faster:.0f} s, not {running:.0f} s"
+        assert self.selected is not None
+        if self.remaining < SPEED_UP_TASKS * sum(self.config.values()):
+            return []  # near the end a few long tasks decide the makespan, not the machines
+        planner = self._planner(self.remaining)
+        running = self._projected_s(planner, self.config, now)
+        if now + running <= promised + CATCH_UP_SLACK * self.selected.makespan_s:
+            return []
+        money = self.budget + self.cushion - spent
+        boot = max(self._boot_times().values(), default=0.0)
+        new = planner.slowest_by(promised - now - boot, money, at_least=self.config)
+        if new is None:
+            new = planner.fastest_within(money)
+            if new is None or any(new.get(name, 0) < n for name, n in self.config.items()):
+                return []
+        if new == self.config or self.remaining < SPEED_UP_TASKS * sum(new.values()):
+            return []
+        faster = self._projected_s(planner, new, now)
+        if now + faster > promised and faster > running * (1.0 - SPEED_UP_GAIN):
+            return []
+        if not self._pays_for(new, money, now):
+            return []
+        reason = (f"behind plan: the {self.remaining} task(s) left would end {now + running - promised:.0f} s after "
+                  f"the chosen makespan; {faster:.0f} s from now instead of {running:.0f} s")
         self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason, "machines": dict(new)})
         return [Notify(f"re-planned ({reason}): {_machines_text(new)}"), *self._move_to(new, now)]
 
-    def _replan_within(self, money: float, now: float) -> dict[str, int] | None:
-        """The configuration a run behind its plan moves to: the fastest that the money left pays
-        with room for the estimate's error. Each cluster's mean is taken at the upper end of its
-        confidence interval (``error_confidence``), and a machine it adds is charged one ATU
-        more when its boot time and one task more (tasks are whole) carry it past the ATUs the
-        plan's makespan rounds up to. So a run that is short of money does not spend it all on new
-        machines the estimate only just pays, and keeps what it has for finishing tasks."""
+    def _replan_within(self, money: float, now: float, by: float | None = None) -> dict[str, int] | None:
+        """The configuration a run short of money moves to: with room for the estimate's error,
+        the slowest that the money left pays and that ends the tasks left ``by`` then (the
+        chosen option's end), or the fastest the money pays when none does (or without ``by``).
+        The configuration running is kept when it does both. Each cluster's mean is taken at
+        the upper end of its confidence interval (``error_confidence``) for the cost, and a
+        machine added is charged one ATU more when its boot time and one task more (tasks are
+        whole) carry it past the ATUs the plan's makespan rounds up to: a run that is short of
+        money does not spend it all on new machines the estimate only just pays. The makespans
+        are the means' (the upper means' stretched back to them), so that the run moves to what
+        ends on time, not to what would if every task took its upper mean."""
         if not math.isfinite(money):
             return self._planner(self.remaining).fastest_within(money)
         upper, boots = self._upper_means(now), self._boot_times()
         planner = self._planner(self.remaining, upper)
+        stretch = 1.0  # the upper means' makespans against the means'
+        if by is not None and any(self.config.values()):
+            plain_s = self._planner(self.remaining).estimate(self.config).makespan_s
+            stretch = planner.estimate(self.config).makespan_s / max(plain_s, 1e-9)
+            if now + plain_s <= by and self._need(planner, self.config, upper, boots) <= money + 1e-9:
+                return dict(self.config)
+        deadline = None if by is None else (by - now - max(boots.values(), default=0.0)) * stretch
         limit = money
         for _ in range(8):
-            config = planner.fastest_within(max(0.0, limit))
+            config = planner.slowest_by(deadline, max(0.0, limit)) if deadline is not None and deadline > 0 else None
+            if config is None:
+                config = planner.fastest_within(max(0.0, limit))
             if config is None:
                 return None
-            planned = planner.estimate(config)
-            extra = 0.0
-            for name, n in config.items():
-                added = max(0, n - len(self.live_machines(name)) - self._requested[name])
-                if added:
-                    billing = self.billings[name]
-                    longer = billing.atus_paid(planned.makespan_s + boots[name] + upper.get(name, 0.0))
-                    extra += added * billing.price * max(0, longer - billing.atus_paid(planned.makespan_s))
-            need = planned.cost + extra
+            need = self._need(planner, config, upper, boots)
             if need <= money + 1e-9:
                 return config
             limit -= max(need - money, 1e-6 * max(1.0, money))
         return None
+
+    def _need(self, planner: Planner, config: Mapping[str, int], upper: Mapping[str, float],
+              boots: Mapping[str, float]) -> float:
+        """What ``config`` costs for the tasks left at ``planner``'s (upper) means, a machine it
+        adds charged one ATU more when its boot and one task more carry it past the ATUs the
+        plan's makespan rounds up to."""
+        planned = planner.estimate(config)
+        extra = 0.0
+        for name, n in config.items():
+            added = max(0, n - len(self.live_machines(name)) - self._requested[name])
+            if added:
+                billing = self.billings[name]
+                longer = billing.atus_paid(planned.makespan_s + boots[name] + upper.get(name, 0.0))
+                extra += added * billing.price * max(0, longer - billing.atus_paid(planned.makespan_s))
+        return planned.cost + extra
 
     def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:
         """plan_releases with money reserved up to the next ceiling check (plus the margin)."""

@@ -16,10 +16,19 @@ seeded RNG) with three phases:
    the modified moving average of §2.1, a running task counted by the tail of the sample
    distribution. Machines keep taking ordinary tasks while the sample completes: every
    task that runs is real work and is never run again (the extra copies of a replicated task
-   only measure; the first copy that succeeds is the task's result).
+   only measure; the first copy that succeeds is the task's result). Those other tasks count in
+   T_i too, the ones that ended by their runtime: the tasks still running when the sample
+   completes are mostly long ones, and counting them without the short ones that ended beside
+   them put a skewed bag's mean a median 9 % (Lévy) to 52 % (bimodal) above the bag's.
 2. **Offering** (§2.3, §4.3). The planner (:mod:`bats.master.core.planning.planner`) turns the estimates into
-   options for the tasks left; the core answers with :class:`OfferOptions` and waits for a
-   :class:`ScheduleChosen` event. The sampling machines are marked for release at the end of
+   options for the tasks left, each cluster's mean taken a little above T_i, at the one-sided
+   ``plan_confidence`` (0.6) bound T_i + z sd / sqrt(n): a sample of a few dozen tasks
+   underestimates a heavy-tailed mean more often than it overestimates it, and the runs whose
+   plan is low end late by as much, while a normal bag's bound is about its mean. The cushion
+   that pays for the estimate's own error prices each cluster at the higher of two upper
+   bounds, that of T_i and that of §2.1's own average over the sample and the tasks running: a
+   sample that missed a bag's long tasks then still leaves the money to finish. The core
+   answers with :class:`OfferOptions` and waits for a :class:`ScheduleChosen` event. The sampling machines are marked for release at the end of
    their current ATU (a configurable margin before the edge) and keep working until then; the
    money of every ATU begun so far is the *sampling cost*, reported apart.
 3. **Execution** (Fig. 4, §3.1). The chosen configuration is acquired (live sampling machines
@@ -84,6 +93,8 @@ from ..events import ScheduleChosen
 from ..planning.estimate import (
     REPLICATED_TASKS,
     RuntimeEstimate,
+    RuntimeStats,
+    one_sided_z,
     sample_size,
     z_value,
 )
@@ -142,6 +153,10 @@ class BatsCore(Execution):
         self._sampling_workers = {name: min(cl.initial_workers or settings.sampling.initial_workers, cl.max)
                                   for name, cl in clusters.items()}
         self.sample = Sample(list(clusters))  # the replicated tasks, the rest of the sample, their runtimes
+        self._unsampled: dict[str, list[float]] = {name: [] for name in clusters}  # other tasks done meanwhile
+        self._sample_estimates: dict[str, RuntimeEstimate] = {}  # §2.1's T_i without them, for the cushion
+        self._late_requests: dict[str, int] = {}  # machines sampling asked for, not acquired at the plan
+        self._late_machines: list[str] = []  # ... and acquired since: their ATUs before the execution are sampling's
         self._marked: dict[str, c.Machine] = {}
         self._due_now = False  # a machine was marked for release at the current moment
         self._short_of_money = False  # an acquisition was cut because the budget could not pay it
@@ -192,7 +207,16 @@ class BatsCore(Execution):
 
     def _sampling_not_budgeted(self) -> float:
         """The sampling cost when it is outside the budget (the operator chose after sampling)."""
-        return (self.sampling_cost or 0.0) if self.settings.budget is None else 0.0
+        return self._sampling_cost_now() if self.settings.budget is None else 0.0
+
+    def _sampling_cost_now(self) -> float:
+        """The sampling cost: every ATU begun when the sample completed, and the ATUs begun before
+        the execution by the machines sampling had asked for and that came after it (a machine
+        that failed to boot is replaced; its replacement may come up once the options are out)."""
+        if self.sampling_cost is None:
+            return 0.0
+        until = self._now if self.execution_started_at is None else min(self._now, self.execution_started_at)
+        return self.sampling_cost + sum(self.machine_cost(self.machines[m], until)[1] for m in self._late_machines)
 
     def _money_left(self, now: float) -> float:
         if self.budget is None:
@@ -314,6 +338,8 @@ class BatsCore(Execution):
             return []
         if task in self.sample.running:
             self.sample.record(task, machine.cluster, runtime)
+        elif self.phase == SAMPLING:
+            self._unsampled[machine.cluster].append(runtime)
         return super()._settle(machine, ev)
 
     def _after_result(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
@@ -334,15 +360,22 @@ class BatsCore(Execution):
 
     def _plan_from(self, samples: dict[str, list[float]], now: float) -> list[c.Action]:
         """The estimates from every cluster's complete sample set, then the options (§2.3)."""
+        self._sample_estimates = {name: RuntimeEstimate(values) for name, values in samples.items()}
         for name, values in samples.items():
             self.estimates[name] = RuntimeEstimate(values)
+            # the other tasks that ended on the cluster meanwhile count as done too: the mean then
+            # covers every task begun on it, the running ones by the sample's tail (without them
+            # the long tasks still running weighed in and the short ones already done did not)
+            for runtime in self._unsampled.get(name, ()):
+                self.estimates[name].add_finished(runtime)
         self.tail = TailEstimates.from_samples(samples)
         self.sampling_cost = self.spent(now)
+        self._late_requests = {name: n for name, n in self._requested.items() if n}
         self.tasks_at_plan = self.remaining
         return self._plan_after_sampling(now)
 
     def _plan_after_sampling(self, now: float) -> list[c.Action]:  # the hook other policies override
-        planner = self._planner(self.remaining)
+        planner = self._plan_planner(self.remaining)
         self.plan_estimates = {p.name: (p.mean_s, self._stats(p.name, now).sd_s) for p in planner.clusters}
         try:
             self.options = self._plan_options(planner)
@@ -373,8 +406,11 @@ class BatsCore(Execution):
         return self.sample.complete_sets(self._active)
 
     def _stats(self, cluster: str, now: float):
-        running = [now - started for m in self.live_machines(cluster) for started in m.started]
-        return self.estimates[cluster].stats(running)
+        return self.estimates[cluster].stats(self._running_for(cluster, now))
+
+    def _running_for(self, cluster: str, now: float) -> list[float]:
+        """How long each task running on the cluster has run."""
+        return [now - started for m in self.live_machines(cluster) for started in m.started]
 
     def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner:
         """The planner at today's prices, with the current runtime estimates or ``means``."""
@@ -410,20 +446,31 @@ class BatsCore(Execution):
             left.setdefault(m.cluster, []).append(max(0.0, until - now))
         return left
 
+    def _plan_planner(self, n_tasks: int) -> Planner:
+        """The planner the options come from: each cluster's mean at its one-sided
+        ``plan_confidence`` bound (see the module docstring)."""
+        return self._planner(n_tasks, self._bound_means(self._now, one_sided_z(self.settings.plan_confidence)))
+
     def _upper_planner(self, n_tasks: int) -> Planner:
         """The planner with every cluster's mean at the upper end of its confidence interval: what
-        the options cost if the tasks take a little longer than the sample said."""
-        return self._planner(n_tasks, self._upper_means(self._now))
+        the options cost if the tasks take a little longer than the sample said. While the
+        options are offered, the bound of §2.1's average over the sample and the tasks running
+        counts when it is higher (see the module docstring)."""
+        z = z_value(self.settings.error_confidence)
+        means = self._upper_means(self._now)
+        if self.phase != EXECUTING:
+            for name, estimate in self._sample_estimates.items():
+                means[name] = max(means.get(name, MIN_MEAN_S), _bound(estimate.stats(self._running_for(name, self._now)), z))
+        return self._planner(n_tasks, means)
 
     def _upper_means(self, now: float) -> dict[str, float]:
         """Each cluster's mean at the upper end of its ``error_confidence`` interval, mean + z sd /
         sqrt(n), n the runtimes seen on it (the sample's among them)."""
-        z = z_value(self.settings.error_confidence)
-        upper = {}
-        for name in self.estimates:
-            stats = self._stats(name, now)
-            upper[name] = max(MIN_MEAN_S, stats.mean_s + z * stats.sd_s / math.sqrt(max(1, stats.n_done)))
-        return upper
+        return self._bound_means(now, z_value(self.settings.error_confidence))
+
+    def _bound_means(self, now: float, z: float) -> dict[str, float]:
+        """Each cluster's mean + z sd / sqrt(n), n the runtimes seen on it."""
+        return {name: _bound(self._stats(name, now), z) for name in self.estimates}
 
     def _cheapest_option(self, planner: Planner) -> Option:
         """One machine of the cluster that runs the tasks left for the least money (B_min1's)."""
@@ -464,7 +511,7 @@ class BatsCore(Execution):
     def option_within(self, budget: float) -> Option:
         """The fastest configuration for the tasks planned whose cost fits ``budget`` (dN refined)."""
         assert self.tasks_at_plan is not None
-        planner = self._planner(self.tasks_at_plan)
+        planner = self._plan_planner(self.tasks_at_plan)
         option = planner.schedule_within(budget, label="budget", max_raise=self.settings.max_raise)
         if option is not None:
             option = with_machines_up(option, planner.clusters, planner.n_tasks, self._paid_left(self._now),
@@ -534,7 +581,7 @@ class BatsCore(Execution):
         before = self.tasks_at_plan
         if before is None or self.remaining >= before or self.remaining <= 0:
             return option, []
-        planner = self._planner(self.remaining)
+        planner = self._plan_planner(self.remaining)
         try:
             options = self._plan_options(planner)
         except ValueError:
@@ -633,6 +680,10 @@ class BatsCore(Execution):
         return m.running_since is not None and now < self._hard_release(m) - 1e-9
 
     def _after_event(self, event: c.Event, actions: list[c.Action]) -> None:
+        if isinstance(event, c.MachineAcquired) and self._late_requests.get(event.cluster) and \
+                event.machine in self.machines:
+            self._late_requests[event.cluster] -= 1
+            self._late_machines.append(event.machine)
         if self._extra:  # machines marked while handing out tasks
             extra, self._extra = self._extra, []
             if self.finished is None:
@@ -669,6 +720,8 @@ class BatsCore(Execution):
 
     def _on_acquire_failed(self, ev: c.AcquireFailed) -> list[c.Action]:
         self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - ev.n)
+        if self._late_requests.get(ev.cluster):
+            self._late_requests[ev.cluster] = max(0, self._late_requests[ev.cluster] - ev.n)
         if self.phase == SAMPLING and not self.live_machines(ev.cluster) and not self._requested[ev.cluster]:
             self._deactivate(ev.cluster)
             actions = self._end_sampling_if_complete(ev.now)
@@ -721,7 +774,7 @@ class BatsCore(Execution):
     def report(self, now: float) -> dict:
         figures = super().report(now)
         total = figures["cost"]["total"]
-        sampling = self.sampling_cost if self.sampling_cost is not None else total
+        sampling = self._sampling_cost_now() if self.sampling_cost is not None else total
         # rounded to the planner's money resolution (1e-9): a difference of two large float sums
         # must not show a $0.0001 execution as 0.00010000000020
         figures["cost"].update({"sampling": sampling, "execution": round(total - sampling, 9)})
@@ -742,6 +795,11 @@ class BatsCore(Execution):
         if self.remaining:
             figures["tasks"]["not_run_ids"] = self.not_run()
         return figures
+
+
+def _bound(stats: RuntimeStats, z: float) -> float:
+    """mean + z sd / sqrt(n) of one cluster's runtimes, never below MIN_MEAN_S."""
+    return max(MIN_MEAN_S, stats.mean_s + z * stats.sd_s / math.sqrt(max(1, stats.n_done)))
 
 
 def _with_estimate_cushion(option: Option, upper: Planner) -> Option:

@@ -35,10 +35,17 @@ class BatsSettings:
     # a sample of a skewed bag (Lévy, bimodal) underestimates its mean more often than the normal
     # law says (make execution-study)
     error_confidence: float = 0.99
+    # the options' means: each cluster's at this one-sided bound, mean + z sd / sqrt(n) (0.5: the
+    # mean); above the mean because a sample underestimates a skewed bag's mean more often than
+    # not (make execution-study)
+    plan_confidence: float = 0.6
     planner: str = "exact"  # "exact" or "ga"
     # a run ahead of its plan moves to a faster configuration the budget left pays (the fastest
     # schedule and a budget's fastest configuration only)
     speed_up: bool = True
+    # a run that would end late against the chosen makespan adds the machines that end it on time
+    # with the money left, the accepted cushion included
+    catch_up: bool = True
     # cluster -> complete sample set an earlier session of the run measured (it stopped before a
     # choice): the run plans from it instead of sampling again
     prior_sample: dict[str, tuple[float, ...]] | None = None
@@ -57,6 +64,7 @@ class Choice:
     all_options: bool = False  # show every option, not at most 15 well-spread ones
     deadline: float | None = None  # --deadline: seconds from the start (policies "deadline" and "offers")
     speed_up: bool = True  # --no-speed-up turns it off
+    catch_up: bool = True  # --no-catch-up turns it off
 
     @property
     def decided(self) -> bool:

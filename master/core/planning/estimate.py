@@ -73,6 +73,13 @@ def z_value(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
+def one_sided_z(confidence: float) -> float:
+    """The one-sided standard-normal quantile for ``confidence``: 0.6 -> 0.2533, 0.5 -> 0."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
+    return NormalDist().inv_cdf(confidence)
+
+
 def sample_size(n_tasks: int, confidence: float = DEFAULT_CONFIDENCE, error: float = DEFAULT_ERROR) -> int:
     """n_s = ceil(N z^2 / (z^2 + 2 (N - 1) Delta^2)) (§2.1); never more than N, 0 for an empty bag."""
     if n_tasks < 0:

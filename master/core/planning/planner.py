@@ -470,6 +470,26 @@ class Planner:
         row = self._fastest_index(self.to_units(budget))
         return None if row is None else self._config_dict(row)
 
+    def slowest_by(self, deadline_s: float, budget: float,
+                   at_least: Mapping[str, int] | None = None) -> dict[str, int] | None:
+        """The slowest configuration whose makespan T_e is at most ``deadline_s`` and whose cost
+        B_e is within ``budget``, with at least ``at_least`` machines on every cluster (None: none
+        is); among equally slow ones the cheapest. What a run that must end by a moment moves to:
+        the fewest machines that do it, not the most the money pays."""
+        self._build_candidates()
+        limit = math.floor(self.to_units(budget))
+        if self._cost.dtype != object:
+            limit = min(limit, _INT_LIMIT)
+        fits = (self._cost <= limit) & (self._makespan <= deadline_s * (1 + _SPEED_TOL))
+        if at_least:
+            fits &= (self._machines >= np.array(self._config(at_least))).all(axis=1)
+        feasible = np.flatnonzero(fits)
+        if not len(feasible):
+            return None
+        speeds = self._speed[feasible]
+        near = feasible[speeds <= speeds.min() * (1 + _SPEED_TOL)]
+        return self._config_dict(int(near[np.argmin(self._cost[near])]))
+
     # ---------------------------------------------------------------- schedules
     @property
     def all_machines(self) -> dict[str, int]:
