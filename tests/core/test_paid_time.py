@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bats.master.core.planning.paid_time import makespan_of, whole_tasks_makespan, with_machines_up
-from bats.master.core.planning.planner import ClusterPlan, Planner
+from bats.master.core.planning.planner import ClusterPlan, Option, Planner
 
 CLUSTERS = [ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)]
 INF = math.inf
@@ -96,3 +97,16 @@ def test_property_whole_tasks_end_the_bag_exactly_then_and_within_a_task_of_the_
         return
     assert done(t) >= n and done(t - 1e-6 * max(1.0, t)) < n
     assert fluid - 1e-6 <= t <= fluid + max(T for _k, T, _b, _e in groups) + 1e-6
+
+
+def test_a_bag_does_not_end_before_the_longest_sampled_task_of_the_clusters_it_uses():
+    """Two tasks on two machines of 100 s each plan 100 s; with a 900 s task sampled on the
+    cluster, the option cannot end before 900 s (the least over the clusters it uses)."""
+    clusters = [ClusterPlan("a", 100.0, 1.0, 3600.0, 4), ClusterPlan("b", 50.0, 2.0, 3600.0, 4)]
+    option = Option(1, "fastest", {"a": 2, "b": 0}, 100.0, 1, 2.0, 0.0, 2.0, 0, "", True)
+    assert with_machines_up(option, clusters, 2, {}, {}).makespan_s == pytest.approx(100.0)
+    assert with_machines_up(option, clusters, 2, {}, {}, {"a": 900.0, "b": 450.0}).makespan_s == pytest.approx(900.0)
+    both = dataclasses.replace(option, machines={"a": 2, "b": 2})
+    assert with_machines_up(both, clusters, 2, {}, {}, {"a": 900.0, "b": 450.0}).makespan_s == pytest.approx(450.0)
+    many = with_machines_up(option, clusters, 200, {}, {}, {"a": 900.0})
+    assert many.makespan_s == pytest.approx(with_machines_up(option, clusters, 200, {}, {}).makespan_s)

@@ -93,7 +93,6 @@ from ..events import ScheduleChosen
 from ..planning.estimate import (
     REPLICATED_TASKS,
     RuntimeEstimate,
-    RuntimeStats,
     one_sided_z,
     sample_size,
     z_value,
@@ -104,7 +103,7 @@ from ..planning.monitor import (
     TailEstimates,
 )
 from ..planning.paid_time import with_machines_up
-from ..planning.planner import LABELLED, ClusterPlan, Option, Planner
+from ..planning.planner import LABELLED, ClusterPlan, Option, Planner, with_estimate_cushion
 from ..view import CoreView
 from .execution import Execution, _affordable, _machines_text
 from .sampling import Sample
@@ -210,9 +209,8 @@ class BatsCore(Execution):
         return self._sampling_cost_now() if self.settings.budget is None else 0.0
 
     def _sampling_cost_now(self) -> float:
-        """The sampling cost: every ATU begun when the sample completed, and the ATUs begun before
-        the execution by the machines sampling had asked for and that came after it (a machine
-        that failed to boot is replaced; its replacement may come up once the options are out)."""
+        """Every ATU begun when the sample completed, and those begun before the execution by the
+        machines sampling asked for that came later (a replacement for one that failed to boot)."""
         if self.sampling_cost is None:
             return 0.0
         until = self._now if self.execution_started_at is None else min(self._now, self.execution_started_at)
@@ -433,9 +431,13 @@ class BatsCore(Execution):
                              max_machines=self.max_machines)
         options = planner.options(self.settings.max_raise, front=front)
         upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
-        paid, boot = self._paid_left(self._now), self._boot_times()
-        return [with_machines_up(_with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot)
-                for o in options]
+        paid, boot, longest = self._paid_left(self._now), self._boot_times(), self._longest()
+        return [with_machines_up(with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot,
+                                 longest) for o in options]
+
+    def _longest(self) -> dict[str, float]:
+        """Each cluster's longest sampled runtime (its complete sample set's)."""
+        return {name: e.sample[-1] for name, e in self.estimates.items() if e.sample}
 
     def _paid_left(self, now: float) -> dict[str, list[float]]:
         """Per cluster, the seconds each machine up has left to run tasks in the ATU it has paid
@@ -453,14 +455,13 @@ class BatsCore(Execution):
 
     def _upper_planner(self, n_tasks: int) -> Planner:
         """The planner with every cluster's mean at the upper end of its confidence interval: what
-        the options cost if the tasks take a little longer than the sample said. While the
-        options are offered, the bound of §2.1's average over the sample and the tasks running
-        counts when it is higher (see the module docstring)."""
+        the options cost if the tasks take longer than the sample said. Until the execution, the
+        same bound of §2.1's average counts when higher (see the module docstring)."""
         z = z_value(self.settings.error_confidence)
         means = self._upper_means(self._now)
         if self.phase != EXECUTING:
             for name, estimate in self._sample_estimates.items():
-                means[name] = max(means.get(name, MIN_MEAN_S), _bound(estimate.stats(self._running_for(name, self._now)), z))
+                means[name] = max(means.get(name, MIN_MEAN_S), estimate.stats(self._running_for(name, self._now)).bound(z, MIN_MEAN_S))
         return self._planner(n_tasks, means)
 
     def _upper_means(self, now: float) -> dict[str, float]:
@@ -470,7 +471,7 @@ class BatsCore(Execution):
 
     def _bound_means(self, now: float, z: float) -> dict[str, float]:
         """Each cluster's mean + z sd / sqrt(n), n the runtimes seen on it."""
-        return {name: _bound(self._stats(name, now), z) for name in self.estimates}
+        return {name: self._stats(name, now).bound(z, MIN_MEAN_S) for name in self.estimates}
 
     def _cheapest_option(self, planner: Planner) -> Option:
         """One machine of the cluster that runs the tasks left for the least money (B_min1's)."""
@@ -515,7 +516,7 @@ class BatsCore(Execution):
         option = planner.schedule_within(budget, label="budget", max_raise=self.settings.max_raise)
         if option is not None:
             option = with_machines_up(option, planner.clusters, planner.n_tasks, self._paid_left(self._now),
-                                      self._boot_times())
+                                      self._boot_times(), self._longest())
         if option is None:
             cheapest = min(o.cost for o in self.options)
             raise ValueError(f"a budget of {budget:g} pays for no configuration (the cheapest costs {cheapest:g})")
@@ -594,16 +595,16 @@ class BatsCore(Execution):
             new = planner.schedule_within(option.budget, label="budget", max_raise=self.settings.max_raise)
             if new is not None:
                 new = with_machines_up(new, planner.clusters, planner.n_tasks, self._paid_left(self._now),
-                                       self._boot_times())
+                                       self._boot_times(), self._longest())
         else:
             new = next((o for o in options if o.machines == option.machines), None)
             if new is None:
                 est = planner.estimate(option.machines)
-                new = with_machines_up(_with_estimate_cushion(dataclasses.replace(
+                new = with_machines_up(with_estimate_cushion(dataclasses.replace(
                     option, machines=est.machines, makespan_s=est.makespan_s, makespan_atu=est.makespan_atu,
                     cost=est.cost, budget=est.cost, cushion=0.0, delta_n=est.delta_n, rounding=""),
                     self._upper_planner(self.remaining)), planner.clusters, planner.n_tasks,
-                    self._paid_left(self._now), self._boot_times())
+                    self._paid_left(self._now), self._boot_times(), self._longest())
         if new is None:
             return option, []
         self.options, self.tasks_at_plan = options, self.remaining
@@ -796,19 +797,3 @@ class BatsCore(Execution):
             figures["tasks"]["not_run_ids"] = self.not_run()
         return figures
 
-
-def _bound(stats: RuntimeStats, z: float) -> float:
-    """mean + z sd / sqrt(n) of one cluster's runtimes, never below MIN_MEAN_S."""
-    return max(MIN_MEAN_S, stats.mean_s + z * stats.sd_s / math.sqrt(max(1, stats.n_done)))
-
-
-def _with_estimate_cushion(option: Option, upper: Planner) -> Option:
-    """The option with a cushion that also pays for the estimate's own error: its configuration
-    costed by ``upper`` (:meth:`BatsCore._upper_planner`). A run whose tasks take a little longer
-    than the sample said then still finishes when the operator accepts the cushion, instead of
-    ending with tasks left and the money gone; the operator sees it as part of the cushion and
-    may refuse it."""
-    extra = upper.estimate(option.machines).cost - (option.budget + option.cushion)
-    if extra <= 1e-9:
-        return option
-    return dataclasses.replace(option, cushion=option.cushion + extra)

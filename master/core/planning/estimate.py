@@ -197,6 +197,10 @@ class RuntimeStats:
     n_done: int
     n_running: int
 
+    def bound(self, z: float, floor: float = 0.0) -> float:
+        """mean + z sd / sqrt(n), n the runtimes done (a confidence bound of the mean), >= floor."""
+        return max(floor, self.mean_s + z * self.sd_s / math.sqrt(max(1, self.n_done)))
+
 
 class RuntimeEstimate:
     """The modified cumulative moving average of one cluster's task runtimes (§2.1).

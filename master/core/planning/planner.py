@@ -747,3 +747,15 @@ def options(clusters: Sequence[ClusterPlan], n_tasks: int, max_raise: float = DE
             max_machines: int | None = None) -> list[Option]:
     """The four schedules of §4.3 plus the Pareto set, numbered from 1 by cost."""
     return Planner(clusters, n_tasks, max_machines).options(max_raise)
+
+
+def with_estimate_cushion(option: Option, upper: Planner) -> Option:
+    """The option with a cushion that also pays for the estimate's own error: its configuration
+    costed by ``upper``, the planner at the upper ends of the means' confidence intervals. A run
+    whose tasks take a little longer than the sample said then still finishes when the operator
+    accepts the cushion, instead of ending with tasks left and the money gone; the operator sees
+    it as part of the cushion and may refuse it."""
+    extra = upper.estimate(option.machines).cost - (option.budget + option.cushion)
+    if extra <= 1e-9:
+        return option
+    return replace(option, cushion=option.cushion + extra)
