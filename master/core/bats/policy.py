@@ -28,9 +28,10 @@ seeded RNG) with three phases:
    that pays for the estimate's own error prices each cluster at the higher of two upper
    bounds, that of T_i and that of §2.1's own average over the sample and the tasks running: a
    sample that missed a bag's long tasks then still leaves the money to finish. The core
-   answers with :class:`OfferOptions` and waits for a :class:`ScheduleChosen` event. The sampling machines are marked for release at the end of
-   their current ATU (a configurable margin before the edge) and keep working until then; the
-   money of every ATU begun so far is the *sampling cost*, reported apart.
+   answers with :class:`OfferOptions` and waits for a :class:`ScheduleChosen` event. The
+   sampling machines are marked for release at the end of their current ATU (a configurable
+   margin before the edge) and keep working until then; the money of every ATU begun so far is
+   the *sampling cost*, reported apart.
 3. **Execution** (Fig. 4, §3.1). The chosen configuration is acquired (live sampling machines
    of a cluster count towards it and are kept). Every monitoring interval the core computes N_e
    and N_p (:func:`bats.master.core.planning.monitor.check`); when N_e > N_p (+ dN with an accepted cushion) it
@@ -449,8 +450,7 @@ class BatsCore(Execution):
         return left
 
     def _plan_planner(self, n_tasks: int) -> Planner:
-        """The planner the options come from: each cluster's mean at its one-sided
-        ``plan_confidence`` bound (see the module docstring)."""
+        """The planner the options come from: each mean at its one-sided ``plan_confidence`` bound."""
         return self._planner(n_tasks, self._bound_means(self._now, one_sided_z(self.settings.plan_confidence)))
 
     def _upper_planner(self, n_tasks: int) -> Planner:
