@@ -19,7 +19,7 @@ seeded RNG) with three phases:
    only measure; the first copy that succeeds is the task's result). Those other tasks count in
    T_i too, the ones that ended by their runtime: the tasks still running when the sample
    completes are mostly long ones, and counting them without the short ones that ended beside
-   them put a skewed bag's mean a median 9 % (Lévy) to 52 % (bimodal) above the bag's.
+   them put a skewed bag's mean a median 7.5 % (Lévy) to 37 % (bimodal) above the bag's.
 2. **Offering** (§2.3, §4.3). The planner (:mod:`bats.master.core.planning.planner`) turns the estimates into
    options for the tasks left, each cluster's mean taken a little above T_i, at the one-sided
    ``plan_confidence`` (0.6) bound T_i + z sd / sqrt(n): a sample of a few dozen tasks
