@@ -13,7 +13,6 @@ Exit codes: 0 every task succeeded; 1 some task failed or did not run; 2 bad inp
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -124,8 +123,6 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
     if args.resume:
         if state_dir.is_dir():
             _lock(state_dir)  # before reading anything: a live master's run is not resumed twice
-            with contextlib.suppress(OSError):  # a state dir of an older version may be world-readable
-                state_dir.chmod(0o700)
         journal = Journal.open(state_dir)
         try:
             settings = _settings(args, journal.meta.get("settings"))
@@ -203,11 +200,12 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
 
 
 def _lock(state_dir: Path) -> None:
-    from bats.master.state.lock import StateDirBusy, lock_state_dir
+    from bats.master.state.lock import StateDirBusy, UnsafeStateDir, check_state_dir, lock_state_dir
 
     try:
+        check_state_dir(state_dir)  # another user's dir, or links planted in it: refused, never used
         lock_state_dir(state_dir)
-    except StateDirBusy as exc:
+    except (StateDirBusy, UnsafeStateDir) as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{state_dir}: cannot lock the state dir: {exc.strerror or exc}") from None

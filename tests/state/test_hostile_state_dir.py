@@ -1,0 +1,80 @@
+"""A state dir someone else prepared is refused with one line, never used: a real master on a
+directory made first (mode 0777, another user's, a link for ``master.lock`` to a file of the
+operator's, a link for ``logs`` to a folder the other user reads)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from helpers.runs import run_master, write_bag
+
+OTHER_UID = 65534  # nobody: the files need not belong to a user that can log in
+
+
+def _start(tmp_path, state):
+    bag = write_bag(tmp_path / "tasks.txt", ["true"] * 3)
+    return run_master(["--bag", str(bag), "--state-dir", str(state), "--workers", "1"], tmp_path, timeout=120)
+
+
+def _refused(result, *words: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_a_state_dir_writable_by_others_is_refused(tmp_path):
+    state = tmp_path / "run"
+    state.mkdir()
+    state.chmod(0o777)
+    _refused(_start(tmp_path, state), str(state), "writable by other users", "777")
+    assert os.listdir(state) == []  # nothing written
+
+
+def test_a_linked_lock_is_refused_and_the_file_it_points_to_untouched(tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("the operator's data\n")
+    state = tmp_path / "run"
+    state.mkdir(mode=0o700)
+    (state / "master.lock").symlink_to(precious)
+    _refused(_start(tmp_path, state), "master.lock", "symbolic link")
+    assert precious.read_text() == "the operator's data\n"
+
+
+def test_linked_logs_are_refused_and_nothing_lands_in_the_other_folder(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    state = tmp_path / "run"
+    state.mkdir(mode=0o700)
+    (state / "logs").symlink_to(elsewhere, target_is_directory=True)
+    _refused(_start(tmp_path, state), "logs", "symbolic link")
+    assert os.listdir(elsewhere) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a directory of another user needs root")
+def test_another_users_state_dir_is_refused(tmp_path):
+    state = tmp_path / "run"
+    state.mkdir(mode=0o700)
+    os.chown(state, OTHER_UID, OTHER_UID)
+    _refused(_start(tmp_path, state), "belongs to another user")
+    assert os.listdir(state) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a file of another user needs root")
+def test_another_users_journal_in_the_operators_dir_is_refused(tmp_path):
+    state = tmp_path / "run"
+    state.mkdir(mode=0o700)
+    (state / "journal.sqlite-wal").write_bytes(b"")
+    os.chown(state / "journal.sqlite-wal", OTHER_UID, OTHER_UID)
+    _refused(_start(tmp_path, state), "journal.sqlite-wal", "another user")
+
+
+def test_a_fresh_state_dir_is_private(tmp_path):
+    state = tmp_path / "run"
+    result = _start(tmp_path, state)
+    assert result.returncode == 0, result.stderr
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((state / "master.lock").stat().st_mode) == 0o600
