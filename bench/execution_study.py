@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import random
 import statistics
@@ -235,7 +236,9 @@ class CountingSimulator(Simulator):
         super()._do_release(action)
 
 
-def random_pool(rng: random.Random, max_tasks: int) -> tuple[Config, int, str]:
+def random_pool(rng: random.Random, max_tasks: int, billing: str = "hourly") -> tuple[Config, int, str]:
+    if billing == "fine":
+        return fine_pool(rng, max_tasks)
     n = rng.randint(2, 5)
     atu_mode = rng.choice(["10m", "1h", "mixed"])
     clusters = {}
@@ -249,6 +252,29 @@ def random_pool(rng: random.Random, max_tasks: int) -> tuple[Config, int, str]:
     tasks = rng.randint(300, max(300, max_tasks))
     runtimes = rng.choice([f"normal:{rng.randint(2, 20)}m,{rng.randint(10, 180)}s", "levy:12m,45m", "mdb",
                            f"bimodal:{rng.randint(1, 5)}m,{rng.randint(20, 60)}m,{rng.choice([0.05, 0.1, 0.2])}"])
+    return Config(MasterConfig(), clusters), tasks, runtimes
+
+
+def fine_pool(rng: random.Random, max_tasks: int) -> tuple[Config, int, str]:
+    """A pool billed as today's clouds bill: per second after a 60 s minimum (EC2, GCP, Azure) or
+    per minute, boots of 20 s to 3 min, 200-3,000 tasks whose mean runtime is 20 s to 20 min."""
+    n = rng.randint(2, 5)
+    per_second = rng.random() < 0.5
+    clusters = {}
+    for k in range(n):
+        speed = round(rng.uniform(1.0, 8.0), 2)
+        hourly = rng.uniform(0.005, 0.05) * speed * rng.uniform(0.5, 2.0)
+        atu, minimum = (1.0, 60.0) if per_second else (60.0, 0.0)
+        price = round(hourly * atu / 3600.0, 9) or 1e-9
+        clusters[f"c{k}"] = ClusterConfig(f"c{k}", "local", max=rng.randint(2, 24), price=price, atu_s=atu,
+                                          min_charge_s=minimum,
+                                          options={"slowdown": 1.0, "startup": round(rng.uniform(20.0, 180.0))},
+                                          speed=speed)
+    tasks = rng.randint(200, max(200, min(3000, max_tasks)))
+    mean = math.exp(rng.uniform(math.log(20.0), math.log(1200.0)))  # on a cluster of speed 1
+    runtimes = rng.choice([f"normal:{mean:.0f}s,{mean * rng.uniform(0.05, 0.3):.0f}s",
+                           f"levy:{0.8 * mean:.0f}s,{3 * mean:.0f}s",
+                           f"bimodal:{mean / 3:.0f}s,{3 * mean:.0f}s,{rng.choice([0.05, 0.1, 0.2])}"])
     return Config(MasterConfig(), clusters), tasks, runtimes
 
 
@@ -321,11 +347,11 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
     return totals, rows, lateness, money
 
 
-def study(pools: int, max_tasks: int, seed: int, jobs: int) -> dict:
+def study(pools: int, max_tasks: int, seed: int, jobs: int, billing: str = "hourly") -> dict:
     rng = random.Random(seed)
     work = []
     for p in range(pools):
-        config, tasks, runtimes = random_pool(rng, max_tasks)
+        config, tasks, runtimes = random_pool(rng, max_tasks, billing)
         work.append((p, config, tasks, runtimes, rng.randrange(2**31)))
     totals: Counter = Counter()
     rows: list = []
@@ -511,10 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tasks", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
+    parser.add_argument("--billing", choices=("hourly", "fine"), default="hourly",
+                        help="hourly: ATU 10 min / 1 h / mixed; fine: per second after 60 s, or per minute")
     parser.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    result = study(args.pools, args.max_tasks, args.seed, args.jobs)
+    result = study(args.pools, args.max_tasks, args.seed, args.jobs, args.billing)
     text = markdown(result, args.pools, args.max_tasks, args.seed, time.perf_counter() - started, args.jobs)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")

@@ -43,10 +43,11 @@ from typing import Any
 from bats.common.config import ClusterConfig, Config
 from bats.master import core as c
 
+from .. import billing
 from ..actions import Notify, WakeAt
+from ..billing import EPS as _EPS
 
 log = logging.getLogger(__name__)
-_EPS = 1e-9
 END_OF_UNIT = "end of its charging unit (adaptive)"
 
 
@@ -97,7 +98,7 @@ class AdaptiveCore(c.Core):
         latest the release margin before the unit's edge."""
         cl = self.cluster
         unit = self._unit.get(m.id, 1)
-        first = max(1, math.ceil(cl.min_charge_s / cl.atu_s - _EPS))
+        first = billing.atus_begun(0.0, cl.atu_s, cl.min_charge_s)
         edge = m.acquired_at + max(unit, first) * cl.atu_s
         work_end = m.acquired_at + (unit - 1) * cl.atu_s + self.hpt
         return min(work_end, edge - self.settings.release_margin_s)

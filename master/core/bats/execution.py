@@ -29,6 +29,7 @@ import numpy as np
 from bats.master import core as c
 
 from ..actions import Notify, WakeAt
+from ..billing import atus_begun, atus_spanning
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
 from ..planning.paid_time import with_machines_up
 from ..planning.planner import Option, Planner
@@ -189,7 +190,7 @@ class Execution(EndGame):
             for m in self.machines.values():
                 if m.state is not c.MachineState.GONE:
                     billing = self.billings[m.cluster]
-                    drift += billing.price * math.ceil(max(0.0, check - now) / billing.atu_s - 1e-9)
+                    drift += billing.price * atus_spanning(check - now, billing.atu_s)
             if plan.money_left - plan.reserved >= drift - 1e-9:
                 until = max(until, check)
         self._keep_cache = (key, now, until, frozenset(plan.keep))
@@ -270,7 +271,7 @@ class Execution(EndGame):
 
     def _views(self, now: float) -> MachineTable:
         """Every live machine as monitoring sees it, built straight into the monitor's columns
-        (one pass, the billing rule of ``atus_begun`` inlined per cluster)."""
+        (one pass, the billing rule read per cluster)."""
         names = list(self.clusters)
         code_of = {name: k for k, name in enumerate(names)}
         rules = [(cl.atu_s, cl.min_charge_s, self._plan_end.get(name, now)) for name, cl in self.clusters.items()]
@@ -282,7 +283,7 @@ class Execution(EndGame):
             code = code_of[m.cluster]
             atu, min_charge, end = rules[code]
             up = max(0.0, now - m.acquired_at)
-            edge = m.acquired_at + max(1, math.ceil(max(up, min_charge) / atu - 1e-9)) * atu
+            edge = m.acquired_at + atus_begun(up, atu, min_charge) * atu
             marked = m.release_at is not None
             ids.append(m.id)
             codes.append(code)
@@ -290,7 +291,7 @@ class Execution(EndGame):
             nts.append(m.nt)
             rts.append(m.rt / m.slots)  # a k-slot machine: rt in machine seconds, so v is the machine's speed
             elapsed.append(now - m.running_since if m.held and m.running_since is not None else nan)
-            lefts.append(0 if marked else max(0, math.ceil((end - edge) / atu - 1e-9)))
+            lefts.append(0 if marked else atus_spanning(end - edge, atu))
             marks.append(marked)
         return MachineTable(tuple(ids), tuple(names), np.array(codes, dtype=np.intp), np.array(ups, dtype=float),
                             np.array(nts, dtype=float), np.array(rts, dtype=float), np.array(elapsed, dtype=float),

@@ -60,8 +60,10 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from bats.common.durations import format_duration
 
+from .. import billing
+from ..billing import EPS as _EPS
+
 DEFAULT_INTERVAL_S = 600.0  # the paper's 10 minutes
-_EPS = 1e-9
 # HiGHS stops within 0.1 % of the optimum: proving the last fraction optimal took minutes on long
 # horizons with identical clusters (symmetry), seconds-long stalls of every re-plan for nothing.
 MIP_OPTIONS = {"time_limit": 30.0, "mip_rel_gap": 1e-3}
@@ -230,7 +232,7 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
                 n += 1
     for j, cl in enumerate(clusters):
         if cl.price > 0 and cl.atu_s >= interval_s - _EPS:
-            n_atus = max(math.ceil(horizon_s / cl.atu_s - _EPS), math.ceil(cl.min_charge_s / cl.atu_s - _EPS))
+            n_atus = max(billing.atus_spanning(horizon_s, cl.atu_s), billing.atus_spanning(cl.min_charge_s, cl.atu_s))
             for h in range(n_atus):
                 bill_index[(j, h)] = n
                 n += 1
@@ -274,7 +276,7 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
         if cl.price <= 0:
             continue
         if cl.atu_s >= interval_s - _EPS:  # eqs. 23-24
-            n_min = math.ceil(cl.min_charge_s / cl.atu_s - _EPS)
+            n_min = billing.atus_spanning(cl.min_charge_s, cl.atu_s)
             for (jj, h), k in bill_index.items():
                 if jj != j:
                     continue
@@ -290,8 +292,8 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
                     lo.append(0.0)
                     hi.append(np.inf)
         else:  # eq. 25, and the minimum charge of slots shorter than it
-            units = [math.ceil(lengths[i] / cl.atu_s - _EPS) for i in range(n_int)]
-            n_min = math.ceil(cl.min_charge_s / cl.atu_s - _EPS)
+            units = [billing.atus_spanning(lengths[i], cl.atu_s) for i in range(n_int)]
+            n_min = billing.atus_spanning(cl.min_charge_s, cl.atu_s)
             for i in range(n_int):
                 cost[model.x(j, i)] += cl.price * units[i]
             used = 0
@@ -451,5 +453,5 @@ def billed_cost(plan: DeadlinePlan) -> float:
         for rank in range(1, max(plan.counts[cl.name], default=0) + 1):
             span = plan.slot_end(cl.name, rank)
             if span > 0:
-                total += cl.price * max(1, math.ceil(max(span, cl.min_charge_s) / cl.atu_s - _EPS))
+                total += cl.price * billing.atus_begun(span, cl.atu_s, cl.min_charge_s)
     return total

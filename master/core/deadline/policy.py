@@ -52,8 +52,10 @@ from bats.common.config import ClusterConfig
 from bats.common.durations import format_duration
 from bats.master import core as c
 
+from .. import billing
 from ..actions import Notify, WakeAt
 from ..bats.policy import EXECUTING, BatsCore, BatsSettings
+from ..billing import EPS as _EPS
 from ..planning.monitor import Billing
 from ..view import CoreView
 from .ilp import (
@@ -66,7 +68,6 @@ from .ilp import (
 )
 
 log = logging.getLogger(__name__)
-_EPS = 1e-9
 STOPPED_BY_PLAN = "the deadline plan stops it at the end of its ATU"
 
 
@@ -256,7 +257,7 @@ class DeadlineCore(BatsCore):
     def _edge_after(self, m: c.Machine, t: float) -> float:
         """The first end of one of ``m``'s ATUs at or after ``t`` (its minimum charge counted)."""
         cl = self.clusters[m.cluster]
-        units = max(1, math.ceil(max(t - m.acquired_at, cl.min_charge_s) / cl.atu_s - _EPS))
+        units = billing.atus_begun(t - m.acquired_at, cl.atu_s, cl.min_charge_s)
         return m.acquired_at + units * cl.atu_s
 
     def _mark_at(self, m: c.Machine, edge: float, now: float) -> list[c.Action]:

@@ -28,10 +28,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..billing import EPS as _EPS
 from .compose import Offer
 
 SIZES = (1.0, 0.75, 0.5, 0.25, 0.1)  # Δ, §III-A step 1
-_EPS = 1e-9
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,12 +44,12 @@ from bats.master import core as c
 from bats.master.core.base import handles
 
 from ..actions import AskOffers, Notify
+from ..billing import EPS as _EPS
 from ..events import OffersMade
 from ..view import CoreView
 from .compose import Composite, Offer, compose
 
 log = logging.getLogger(__name__)
-_EPS = 1e-9
 SHARE_DONE = "its pool's share of the bag is done"
 
 

@@ -59,10 +59,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from ..billing import EPS as _EPS
+
 REPLICATED_TASKS = 7  # n_lr: tasks replicated on every cluster for the regression (§2.2)
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_ERROR = 0.25
-_EPS = 1e-9  # guards ceil() against float noise on an exact integer
 
 
 # ---------------------------------------------------------------- sample size (§2.1)

@@ -97,9 +97,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import billing
+from ..billing import EPS as _EPS
 from .planner import ClusterPlan, Estimate, Planner
 
-_EPS = 1e-9  # ceil/floor guard against float noise on an exact integer (as in the planner)
 _SPEED_TOL = 1e-12  # relative: makespans this close are equal (as in the planner)
 
 
@@ -161,8 +162,7 @@ class _Model:
     def evaluate(self, pop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         speed = pop @ self.speed
         makespan = self.n_tasks / speed
-        units = np.ceil(np.maximum(makespan[:, None], self.min_charge) / self.atu - _EPS)
-        units = np.maximum(units, 1.0)
+        units = billing.atus_begun_array(makespan[:, None], self.atu, self.min_charge)
         cost = (pop * self.price * units).sum(axis=1)
         return makespan, cost
 

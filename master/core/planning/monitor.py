@@ -33,7 +33,7 @@ each one is read, the prose deciding where the layout is ambiguous):
   of the ATU in which that task ends. With per-cluster billing this is ``paid_until(up_mje) -
   up_mje`` (:meth:`Billing.paid_until`), which is the same number except that a minimum charge
   moves the first edge, and that exactly on an edge the next ATU has not begun (as
-  :func:`bats.master.core.base.atus_begun` counts it), so delta is 0 there instead of a whole ATU.
+  :func:`bats.master.core.billing.atus_begun` counts it), so delta is 0 there instead of a whole ATU.
 * ``ft_mj = floor(delta_mj * v_mj)``: the tasks the machine is expected to take from the bag in
   its paid time (:func:`expected_in_paid_time`).
 * ``N_e = N_r - sum ft_mj``: the tasks left once every machine's paid time has run out. N_r is
@@ -85,50 +85,13 @@ from operator import attrgetter
 
 import numpy as np
 
-from ..base import atus_begun
+from ..billing import EPS as _EPS
+from ..billing import Billing, atus_begun_array
 
-_EPS = 1e-9  # guards ceil()/floor() against float noise on an exact integer
 _MONEY_TOL = 1e-9  # relative tolerance of money comparisons (0.1 + 0.2 fits in 0.3)
 
 TauE = Callable[[str, float], float]
 """tau_e(cluster, elapsed_s): the expected full runtime of a task that has run ``elapsed_s``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Billing:
-    """How one cluster charges: ``price`` per ATU of ``atu_s`` seconds, at least ``min_charge_s``.
-
-    Every begun ATU is paid, the first one at once; with a minimum charge the machine is billed
-    for at least ``min_charge_s`` seconds (EC2 per-second billing: ``Billing(1, p, 60)``).
-    """
-
-    atu_s: float
-    price: float
-    min_charge_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.atu_s) and self.atu_s > 0):
-            raise ValueError(f"the ATU must be > 0 seconds, got {self.atu_s!r}")
-        if not (math.isfinite(self.price) and self.price >= 0):
-            raise ValueError(f"the price must be a finite number >= 0, got {self.price!r}")
-        if not (math.isfinite(self.min_charge_s) and self.min_charge_s >= 0):
-            raise ValueError(f"the minimum charge must be >= 0 seconds, got {self.min_charge_s!r}")
-
-    def atus_paid(self, uptime_s: float) -> int:
-        """ATUs paid for a machine up ``uptime_s``: ceil(max(uptime, min_charge) / ATU), >= 1."""
-        return atus_begun(uptime_s, self.atu_s, self.min_charge_s)  # the one billing rule
-
-    def cost(self, uptime_s: float) -> float:
-        return self.atus_paid(uptime_s) * self.price
-
-    def paid_until(self, uptime_s: float) -> float:
-        """The uptime up to which a machine up ``uptime_s`` is paid."""
-        return self.atus_paid(uptime_s) * self.atu_s
-
-    def next_edge(self, uptime_s: float) -> float:
-        """The uptime at which the next paid ATU would start: the end of the paid time (exactly on
-        an edge the next ATU has not begun yet, so that edge is returned)."""
-        return self.paid_until(uptime_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,8 +263,8 @@ def _assess(table: MachineTable, billings: Mapping[str, Billing], tau_e: TauE,
     up_e = up + np.where(running, fresh - tau, 0.0)  # an idle machine: its uptime
     time_seen = table.rt_s + fresh
     speed = np.divide(table.nt + 1.0, time_seen, out=np.zeros(n), where=time_seen > 0)
-    atus_now = np.maximum(1.0, np.ceil(np.maximum(up, min_charge) / atu - _EPS))
-    atus_end = np.maximum(1.0, np.ceil(np.maximum(up_e, min_charge) / atu - _EPS))
+    atus_now = atus_begun_array(up, atu, min_charge)
+    atus_end = atus_begun_array(up_e, atu, min_charge)
     let_go = atus_now * atu - release_margin_s  # when a marked machine is let go
     cut_off = marked & running & (up_e > let_go)
     span = np.where(marked, np.where(cut_off, 0.0, np.maximum(0.0, let_go - up_e)), atus_end * atu - up_e)
@@ -458,8 +421,8 @@ def plan_releases(
         horizon = np.array([float(horizon_s.get(name, 0.0)) for name in table.clusters])[table.cluster_code]
     else:
         horizon = float(horizon_s)
-    ahead = np.maximum(cols.uptime_s + horizon + release_margin_s, cols.min_charge_s)
-    atus_ahead = np.maximum(1.0, np.ceil(ahead / cols.atu_s - _EPS)) - cols.atus_now
+    atus_ahead = atus_begun_array(cols.uptime_s + horizon + release_margin_s, cols.atu_s,
+                                  cols.min_charge_s) - cols.atus_now
     reservation = np.maximum(1.0, atus_ahead) * cols.price
     per_task = np.divide(cols.price, cols.atu_s * cols.speed, out=np.full(len(table), math.inf),
                          where=cols.speed > 0)

@@ -44,9 +44,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from .. import billing
+from ..billing import EPS as _EPS
 from .planner import ClusterPlan, Option
-
-_EPS = 1e-9
 
 
 def makespan_of(n_tasks: float, machines: Sequence[tuple[float, float, float]]) -> float:
@@ -117,4 +117,4 @@ def with_machines_up(option: Option, clusters: Sequence[ClusterPlan], n_tasks: i
             makespan = max(makespan, min(used))
     if not math.isfinite(makespan) or abs(makespan - option.makespan_s) <= _EPS * max(1.0, option.makespan_s):
         return option
-    return replace(option, makespan_s=makespan, makespan_atu=max(1, math.ceil(makespan / longest - _EPS)))
+    return replace(option, makespan_s=makespan, makespan_atu=max(1, billing.atus_spanning(makespan, longest)))

@@ -139,14 +139,13 @@ from typing import Any
 
 import numpy as np
 
-from ..base import atus_begun
+from .. import billing
 from . import frontier
 
 DEFAULT_MAX_RAISE = 0.2  # case (a) threshold, as a fraction of the schedule's reference budget
 RAISE_STEP = Fraction(1, 100)  # case (a) steps: 1 % of the reference budget
 MAX_CANDIDATES = 4_000_000  # product of group frontiers beyond which planning refuses
 _MAX_DECIMALS = 9
-_EPS = 1e-9  # ceil/floor guard against float noise on an exact integer
 _SPEED_TOL = 1e-12  # relative: speeds (and makespans) this close are equal
 _INT_LIMIT = 2**62
 
@@ -173,7 +172,7 @@ class ClusterPlan:
     def tasks_in(self, seconds: float) -> int:
         """Whole tasks a new machine finishes in ``seconds`` of paid time, its boot first:
         k_i floor((t - boot) / T_i), each slot its own."""
-        return self.slots * math.floor(max(0.0, seconds - self.boot_s) / self.mean_s + _EPS)
+        return self.slots * billing.whole(seconds - self.boot_s, self.mean_s)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.mean_s) and self.mean_s > 0):
@@ -203,9 +202,7 @@ class ClusterPlan:
 
     def units(self, seconds: float) -> int:
         """u_i: ATUs a machine starts when it is up for ``seconds`` (0 for no time at all)."""
-        if seconds <= 0:
-            return 0
-        return atus_begun(seconds, self.atu_s, self.min_charge_s)  # the one billing rule
+        return billing.units(seconds, self.atu_s, self.min_charge_s)
 
 
 @dataclass(frozen=True)
@@ -315,7 +312,7 @@ class Planner:
         return Estimate(
             machines={c.name: a for c, a in zip(self.clusters, config)},
             makespan_s=makespan,
-            makespan_atu=math.ceil(makespan / longest - _EPS),
+            makespan_atu=billing.atus_spanning(makespan, longest),
             atus={self.clusters[i].name: atus[i] for i in in_use},
             cost=self.money(cost),
             delta_n=self._delta_n(config, atus),
@@ -339,7 +336,7 @@ class Planner:
             for i, (a, u, w, c) in enumerate(zip(config, atus, self._units, self.clusters)):
                 if a:
                     n_k = c.tasks_in(u * c.atu_s) // c.slots
-                    needed = math.ceil((c.boot_s + (n_k + extra_tasks) * c.mean_s) / c.atu_s - _EPS) - u
+                    needed = c.units(c.boot_s + (n_k + extra_tasks) * c.mean_s) - u
                     needed = max(added[i] + (extra_tasks == 1), needed)
                     extensions.append((w * (needed - added[i]), a * c.slots, i, needed))
             extensions.sort(key=lambda extension: extension[0])
@@ -385,7 +382,7 @@ class Planner:
         makespan = self.n_tasks / self._speed
         units = np.zeros((len(self._speed), len(self._groups)), dtype=np.int64)
         for g, (atu, min_charge) in enumerate(self._groups):
-            units[:, g] = np.ceil(np.maximum(makespan, min_charge) / atu - _EPS)
+            units[:, g] = billing.units_array(makespan, atu, min_charge)
         weights = weights[keep]
         bound = int(weights.max(initial=0)) * int(units.max(initial=0)) * len(self._groups)
         if bound < _INT_LIMIT:
@@ -605,10 +602,10 @@ class Planner:
         slots = np.array([c.slots for c in self.clusters], dtype=np.int64)
         atu = np.array([c.atu_s for c in self.clusters])
         boot = np.array([c.boot_s for c in self.clusters])
-        done = (np.floor(np.maximum(atus * atu - boot, 0.0) / mean + _EPS).astype(np.int64) * slots * machines).sum(axis=1)
+        done = (billing.whole_array(atus * atu - boot, mean).astype(np.int64) * slots * machines).sum(axis=1)
         makespan = self._makespan[rows]
         longest = np.where(in_use, atu, 0.0).max(axis=1)
-        makespan_atu = np.ceil(makespan / longest - _EPS).astype(np.int64)
+        makespan_atu = billing.atus_spanning_array(makespan, longest).astype(np.int64)
         names = [c.name for c in self.clusters]
         result = []
         for r in range(len(rows)):
