@@ -66,7 +66,7 @@ from bats.master.state.journal import Journal, JournalError
 from bats.provisioners.base import MachineHandle, Provisioner
 
 from .fleet import Fleet
-from .security import MasterKeys, secure_router
+from .security import MasterKeys, PreHelloBudget, return_freed_buffers, secure_router
 
 log = logging.getLogger(__name__)
 progress = logging.getLogger("bats.progress")
@@ -86,6 +86,10 @@ UNADMITTED_REMEMBERED = 4096  # identities whose last reply time is kept; the ol
 # per-peer queue limits sized to the protocol: a worker holds at most 16 tasks, the master answers each
 # peer with one frame per drain batch, so an honest peer never has more than a few dozen frames queued
 PEER_HWM = 1000
+# frames libzmq holds per connection before the master reads them: each may be up to a MiB, so this
+# bounds what one connection that never says hello makes the master hold (an honest worker's sends
+# wait in its own queue meanwhile)
+PEER_RCVHWM = 16
 # plain ints: pyzmq's flag enums cost an enum construction per ``|`` on the hot path
 _NOBLOCK = int(zmq.NOBLOCK)
 _SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
@@ -145,6 +149,7 @@ class Server(Fleet, Driver):
         # hellos with a token the provisioner issued that came before their acquisition returned
         self._early: dict[str, tuple[bytes, dict, str | None]] = {}
         self._replied: dict[bytes, float] = {}  # unadmitted identity -> when it was last answered
+        self._pre_hello = PreHelloBudget()  # what a connection may send before a hello admits it
         self._init_fleet(provisioners)
         self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
         Driver.__init__(self)
@@ -273,6 +278,11 @@ class Server(Fleet, Driver):
             self._drop(peer.machine if peer else f"peer {identity.hex()}", f"expected 1 frame, got {len(parts) - 1}")
             return
         peer = self.peers.get(identity)
+        if peer is None:
+            refused = self._pre_hello.spend(identity, len(parts[1]), time.monotonic())
+            if refused:  # dropped unread: past the connection's small budget before its hello
+                self._drop(f"peer {identity.hex()}", refused)
+                return
         try:
             if peer is None:  # not admitted: one message is read, the rest only once a hello admits it
                 first, more = decode_first(parts[1], WORKER_TYPES)
@@ -391,6 +401,7 @@ class Server(Fleet, Driver):
             self.peers.pop(old.identity, None)
         peer = _Peer(machine_id, identity, time.monotonic(), key)
         self.peers[identity] = peer
+        self._pre_hello.forget(identity)
         self.peer_of[machine_id] = peer
         slots = self.core.clusters[machine.cluster].slots_for(msg["cpus"])
         log.info("%s joined from %s (%d cpus, %d slot(s), worker %s)", machine_id, msg["host"], msg["cpus"], slots,
@@ -646,7 +657,8 @@ def bind_router(endpoint: str, keys: MasterKeys | None = None
     sock.setsockopt(zmq.LINGER, 500)
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)  # larger frames drop the peer, not us
     sock.setsockopt(zmq.SNDHWM, PEER_HWM)
-    sock.setsockopt(zmq.RCVHWM, PEER_HWM)
+    sock.setsockopt(zmq.RCVHWM, PEER_RCVHWM)
+    return_freed_buffers()
     try:
         sock.bind(endpoint)
     except zmq.ZMQError:

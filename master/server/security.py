@@ -20,12 +20,20 @@ new one may present the same id (libzmq's own ids are predictable, so ``bats-wor
 random one and a hello from a predictable one is refused); a frame with the id of a known peer
 and another key makes the master forget that peer, so nothing more is sent to that id.
 
+Before its hello admits it, a connection may send little (:class:`PreHelloBudget`): frames of at
+most ``PRE_HELLO_FRAME_BYTES`` (a hello is well under a KiB), ``PRE_HELLO_BURST`` of them at once and
+then ``PRE_HELLO_RATE`` a second; the rest is dropped unread. libzmq holds at most ``PEER_RCVHWM``
+frames per connection that the master has not read yet (:mod:`.loop`), so a connection that floods
+1 MiB frames costs the master a few dozen MiB at most while it stays, and
+:func:`return_freed_buffers` makes sure large buffers go back to the system once it leaves.
+
 ``--insecure`` (plain TCP, the token alone) is accepted only on loopback endpoints
 (:func:`is_loopback`), and the master logs a warning for it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import logging
 import os
@@ -42,6 +50,12 @@ log = logging.getLogger(__name__)
 
 PUBLIC_FILE = "master.key"
 SECRET_FILE = "master.key_secret"
+PRE_HELLO_FRAME_BYTES = 16 * 1024  # a hello, even with a few asks packed behind it, is far smaller
+PRE_HELLO_BURST = 8  # frames a connection may send before its hello admits it, all at once
+PRE_HELLO_RATE = 1.0  # and then per second (a worker whose seat is not open yet says hello again)
+PRE_HELLO_REMEMBERED = 4096  # connections whose budget is kept; the oldest are forgotten
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+MAPPED_BUFFER_BYTES = 512 * 1024
 
 
 class KeyFileError(RuntimeError):
@@ -134,3 +148,41 @@ def secure_router(context: zmq.Context, sock: zmq.Socket, keys: MasterKeys) -> T
     sock.setsockopt(zmq.CURVE_SERVER, 1)
     sock.setsockopt(zmq.ZAP_DOMAIN, b"bats")
     return auth
+
+
+class PreHelloBudget:
+    """What each connection not admitted yet may send: a token bucket of frames per connection id
+    (``PRE_HELLO_BURST`` at once, ``PRE_HELLO_RATE`` a second after that), and no frame larger than
+    ``PRE_HELLO_FRAME_BYTES``. :meth:`spend` says why a frame is refused, or None."""
+
+    def __init__(self) -> None:
+        self._left: dict[bytes, tuple[float, float]] = {}  # identity -> (frames left, when counted)
+
+    def spend(self, identity: bytes, size: int, now: float) -> str | None:
+        if size > PRE_HELLO_FRAME_BYTES:
+            return f"frame of {size} bytes before hello (at most {PRE_HELLO_FRAME_BYTES})"
+        left, at = self._left.get(identity, (float(PRE_HELLO_BURST), now))
+        left = min(float(PRE_HELLO_BURST), left + (now - at) * PRE_HELLO_RATE)
+        if identity not in self._left and len(self._left) >= PRE_HELLO_REMEMBERED:
+            for old in list(self._left)[:PRE_HELLO_REMEMBERED // 2]:  # insertion order: oldest first
+                del self._left[old]
+        if left < 1.0:
+            self._left[identity] = (left, now)
+            return f"more than {PRE_HELLO_BURST} frames before hello"
+        self._left[identity] = (left - 1.0, now)
+        return None
+
+    def forget(self, identity: bytes) -> None:
+        """The connection said a valid hello: its frames are the protocol's to judge now."""
+        self._left.pop(identity, None)
+
+
+def return_freed_buffers() -> None:
+    """Make glibc map buffers of ``MAPPED_BUFFER_BYTES`` and more on their own, so each goes back to
+    the system when freed: by default the threshold grows with the buffers freed, and a flood of
+    1 MiB frames would leave the master's heap at its peak after the flood has gone. Elsewhere
+    (another C library) nothing is done."""
+    try:
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MAPPED_BUFFER_BYTES)
+    except (OSError, AttributeError):
+        pass

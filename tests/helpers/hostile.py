@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 import zmq
 
-from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
+from bats.common.protocol import MAX_FRAME_BYTES, MASTER_TYPES, ProtocolError, decode_all, encode
 from bats.master.server import security
 from helpers.configs import CONFIG
 from helpers.runs import MASTER, free_port, results, wait_for, write_bag
@@ -43,7 +43,11 @@ def _heartbeats(_n: int) -> bytes:
     return encode("heartbeat") * 256
 
 
-FLOODS = {"hellos": _hellos, "heartbeats": _heartbeats}
+def _megabytes(_n: int) -> bytes:
+    return b"\xc6" + (MAX_FRAME_BYTES - 5).to_bytes(4, "big") + os.urandom(64) * ((MAX_FRAME_BYTES - 5) // 64)
+
+
+FLOODS = {"hellos": _hellos, "heartbeats": _heartbeats, "megabytes": _megabytes}
 # the early-hello flood needs an acquisition in flight while the real workers start
 _CLUSTER = ('[clusters.slow]\nprovisioner = "flaky"\nfail_rate = 0\nacquire_delay = "3s"\n'
             'call_timeout = "60s"\nmax = 2\n')
@@ -80,11 +84,14 @@ class _Flooder(threading.Thread):
                 self.admitted += sum(kind in ("welcome", "task") for kind in kinds)
 
 
-def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20) -> dict[str, Any]:
-    """See the module docstring; ``kind`` is a key of :data:`FLOODS` or None."""
+def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20, command: str = "sleep 0.2",
+              flood_for_s: float | None = None) -> dict[str, Any]:
+    """See the module docstring; ``kind`` is a key of :data:`FLOODS` or None. With ``flood_for_s`` the
+    flooders leave after that long and ``after_mib`` is the master's memory at its last sample (the
+    run goes on meanwhile: a bag longer than the flood)."""
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    bag = write_bag(root / "tasks.txt", ["sleep 0.2"] * tasks)
+    bag = write_bag(root / "tasks.txt", [command] * tasks)
     (root / "clusters.toml").write_text(f'[master]\nlisten = "tcp://127.0.0.1:{port}"\n\n{_CLUSTER}')
     started = time.perf_counter()
     # the master's output goes to files: a pipe read only at the end fills up and blocks the master
@@ -95,7 +102,8 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20) -> 
     state = root / "bats-run"
     context = zmq.Context()
     flooders: list[_Flooder] = []
-    peak = 0
+    peak = after = 0
+    flood_until = None
     try:
         if kind is not None:
             wait_for(lambda: (state / security.SECRET_FILE).exists(), 30, "the master's key")
@@ -104,10 +112,19 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20) -> 
                 flooder = _Flooder(context, port, server_key, FLOODS[kind](n), read=kind == "hellos")
                 flooder.start()
                 flooders.append(flooder)
+            flood_until = None if flood_for_s is None else time.monotonic() + flood_for_s
         process = psutil.Process(master.pid)
         while master.poll() is None:
+            if flood_until is not None and time.monotonic() >= flood_until:
+                flood_until = None
+                for flooder in flooders:
+                    flooder.stop.set()
+                for flooder in flooders:
+                    flooder.join(timeout=5)
+                    flooder.sock.close(linger=0)  # the connection goes: what it cost should too
             try:
-                peak = max(peak, process.memory_info().rss)
+                after = process.memory_info().rss
+                peak = max(peak, after)
             except psutil.Error:
                 break
             if peak > MEMORY_GUARD:
@@ -129,7 +146,7 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20) -> 
     err = err_path.read_text(errors="replace")
     done = sorted(r["id"] for r in results(state)) if (state / "journal.sqlite").exists() else []
     return {"code": master.returncode, "stderr": err, "wall_s": time.perf_counter() - started,
-            "peak_mib": peak / 2**20, "done": len(done), "tasks": tasks,
+            "peak_mib": peak / 2**20, "after_mib": after / 2**20, "done": len(done), "tasks": tasks,
             "admitted": sum(f.admitted for f in flooders)}
 
 

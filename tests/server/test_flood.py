@@ -25,3 +25,13 @@ def test_pre_hello_frames_from_peers_that_never_read_cost_bounded_memory(tmp_pat
     # used to fill with one line per 1,000 drops and block the master)
     drops = [line for line in run["stderr"].splitlines() if "dropped" in line]
     assert len(drops) <= 100 + run["wall_s"] / 10 + 1, drops[100:]
+
+
+def test_megabyte_frames_before_hello_cost_a_bounded_and_returned_memory(tmp_path):
+    # 4 peers with only the public key send 1 MiB frames as fast as the master takes them, for 6 s,
+    # then leave while the run goes on; unbounded, each connection held up to 1,000 such frames
+    run = hostile.flood_run(tmp_path, "megabytes", peers=4, tasks=30, command="sleep 0.5", flood_for_s=6)
+    assert run["code"] == 0, run["stderr"]
+    assert run["done"] == run["tasks"]
+    assert run["peak_mib"] < 250, f"the master grew to {run['peak_mib']:.0f} MiB under the flood"
+    assert run["after_mib"] < 150, f"the master still held {run['after_mib']:.0f} MiB after the flood left"
