@@ -32,7 +32,9 @@ Master -> worker
 
 A frame may also carry several messages packed back to back (a msgpack stream), when a peer has
 several ready for the other side at once: one ZeroMQ message then moves a burst of short tasks or
-their results. Every frame goes through :func:`decode_all` (or :func:`decode` where exactly one
+their results. Both sides pack with :func:`frames`, which starts a new frame before one would hold
+more than ``MAX_MESSAGES_PER_FRAME`` messages or ``MAX_FRAME_BYTES`` bytes: the limits the receiver
+enforces, so a burst for a machine of many slots is never a frame the other side drops. Every frame goes through :func:`decode_all` (or :func:`decode` where exactly one
 message is expected), which checks size, version, type and the type and range of each field and
 raises :class:`ProtocolError` with a one-line reason; callers log and drop the whole frame. A
 frame from a peer that has not said a valid hello is read only as far as its first message
@@ -133,6 +135,24 @@ def encode(msg_type: str, **fields: Any) -> bytes:
     fields["v"] = VERSION
     fields["type"] = msg_type
     return _packer.pack(fields)
+
+
+def frames(messages: list[bytes]) -> list[bytes]:
+    """Messages (each from :func:`encode`) packed back to back into as few frames as the receiver's
+    limits allow: at most ``MAX_MESSAGES_PER_FRAME`` messages and ``MAX_FRAME_BYTES`` bytes a frame
+    (a single message larger than that still goes alone: the receiver drops it and says why)."""
+    if len(messages) == 1:
+        return messages
+    out: list[bytes] = []
+    start = size = 0
+    for index, message in enumerate(messages):
+        if index > start and (index - start == MAX_MESSAGES_PER_FRAME or size + len(message) > MAX_FRAME_BYTES):
+            out.append(b"".join(messages[start:index]))
+            start, size = index, 0
+        size += len(message)
+    if start < len(messages):
+        out.append(messages[start] if start == len(messages) - 1 else b"".join(messages[start:]))
+    return out
 
 
 def decode(frame: bytes, allowed: frozenset[str]) -> dict[str, Any]:

@@ -47,7 +47,7 @@ from zmq.utils import z85
 
 from bats.common import __version__
 from bats.common.durations import parse_duration
-from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode
+from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode, frames
 from bats.worker import reaper
 from bats.worker.spot import SpotWatcher
 from bats.worker.task import DEFAULT_SHELL, TaskRun
@@ -271,7 +271,8 @@ class Worker:
         finally:
             self._outgoing = None
             if outgoing and self._sock is sock:
-                self._send(outgoing[0] if len(outgoing) == 1 else b"".join(outgoing), now)
+                for frame in frames(outgoing):  # as few frames as the master's limits allow
+                    self._send(frame, now)
 
     # -- messages ----------------------------------------------------------------------------
 

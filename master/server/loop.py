@@ -55,6 +55,7 @@ from bats.common.protocol import (
     decode_all,
     decode_first,
     encode,
+    frames,
 )
 from bats.master import core as c
 from bats.master.cli.choosing import Chooser, StopRun
@@ -205,8 +206,8 @@ class Server(Fleet, Driver):
 
     def _drain(self) -> None:
         """Wait up to a tick for a frame, handle it and every frame already waiting (up to a batch),
-        then send the replies: one frame per peer holding all its messages of the batch, so a burst
-        of short tasks costs one ZeroMQ message instead of one each."""
+        then send the replies: one frame per peer holding all its messages of the batch (split at the
+        protocol's limits), so a burst of short tasks costs one ZeroMQ message instead of one each."""
         sock = self.socket
         recv, more = sock.recv, sock.getsockopt
         secure, peers = self.secure, self.peers
@@ -237,12 +238,14 @@ class Server(Fleet, Driver):
         finally:
             self._outbox = None
             send = sock.send
-            for identity, frames in outbox.items():
-                try:  # all of a peer's messages of this batch in one frame (see protocol.decode_all)
-                    send(identity, _SNDMORE_NOBLOCK)
-                    send(frames[0] if len(frames) == 1 else b"".join(frames), _NOBLOCK)
-                except zmq.Again:
-                    log.warning("send queue full for peer %s; frame dropped", identity.hex())
+            for identity, messages in outbox.items():
+                # all of a peer's messages of this batch in as few frames as its limits allow
+                for frame in frames(messages):
+                    try:
+                        send(identity, _SNDMORE_NOBLOCK)
+                        send(frame, _NOBLOCK)
+                    except zmq.Again:
+                        log.warning("send queue full for peer %s; frame dropped", identity.hex())
 
     def _feed(self, event: c.Event) -> None:
         """Hand an event to the core and carry out its actions at once (an action may feed more

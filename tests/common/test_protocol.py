@@ -401,6 +401,29 @@ def test_too_many_messages_in_one_frame_are_refused():
         decode_all(encode("heartbeat") * (MAX_MESSAGES_PER_FRAME + 1), WORKER_TYPES)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["heartbeat", "ask", "big"]), max_size=700))
+def test_frames_split_a_burst_at_the_receivers_limits_and_keep_its_order(kinds):
+    from bats.common.protocol import MAX_MESSAGES_PER_FRAME, decode_all, frames
+
+    # "big": a result with two full output tails, so a few fill a frame's bytes before its count
+    blob = b"x" * protocol.OUTPUT_TAIL_BYTES
+    made = {"heartbeat": encode("heartbeat"), "ask": encode("ask", n=1),
+            "big": encode("result", task=1, attempt=1, exit_code=0, runtime_s=0.0, timed_out=False, stdout=blob,
+                          stderr=blob, ask=True)}
+    messages = [made[kind] for kind in kinds]
+    packed = frames(messages)
+    assert b"".join(packed) == b"".join(messages)
+    per_frame = [decode_all(frame, WORKER_TYPES) for frame in packed]
+    assert [m["type"] for msgs in per_frame for m in msgs] == [{"big": "result"}.get(kind, kind) for kind in kinds]
+    assert all(len(frame) <= MAX_FRAME_BYTES for frame in packed)
+    # as few frames as the limits allow: a frame ends only where the next message would break one
+    first = 0
+    for frame, msgs in zip(packed[:-1], per_frame[:-1]):
+        first += len(msgs)
+        assert len(msgs) == MAX_MESSAGES_PER_FRAME or len(frame) + len(messages[first]) > MAX_FRAME_BYTES
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300))
 def test_decode_all_of_arbitrary_bytes_only_ever_raises_protocol_error(data):

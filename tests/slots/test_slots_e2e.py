@@ -112,3 +112,19 @@ def test_status_shows_a_clusters_slots_and_how_many_are_busy(tmp_path):
         assert master.returncode == 0, err
     finally:
         master.kill()
+
+
+def test_a_machine_of_1024_slots_runs_its_bag(tmp_path):
+    """More tasks go to one machine at once than one frame may carry (the protocol's
+    ``MAX_MESSAGES_PER_FRAME``): the master splits its burst, the worker its results, and every task
+    runs once."""
+    config = tmp_path / "huge.toml"
+    config.write_text(ONE_FOUR_SLOT_MACHINE.replace("slots = 4", "slots = 1024"))
+    bag = write_bag(tmp_path / "tasks.txt", ["true"] * 600)
+    proc = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--policy", "self"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "bats-run" / "report.json").read_text())
+    (machine,) = report["machines"]
+    assert (machine["slots"], machine["nt"]) == (1024, 600)
+    assert sorted(r["id"] for r in results(tmp_path / "bats-run")) == list(range(1, 601))
