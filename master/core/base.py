@@ -25,7 +25,10 @@ queues let one wake-up carry several messages), and none beyond the running one 
 second or more: a round trip is then negligible, and a task queued on a slow machine at the end of
 the bag would wait while a fast one sits idle.
 Near the end of the bag a task is not prefetched to a busy worker while a worker with nothing to do
-(up, or still booting) could start it: a short task must not wait behind a long one. A
+(up, or still booting) could start it: a short task must not wait behind a long one. That rule
+reads one number, the free slots of every machine not gone, which each machine keeps up to date
+in a shared :class:`FreeSlots` as its held tasks, its slots and its state change, so a decision
+costs the same with a thousand machines as with two. A
 machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
 timeout) is retried up to ``retries`` times, preferably on another machine.
 """
@@ -80,6 +83,19 @@ class MachineState(enum.Enum):
     GONE = "gone"
 
 
+class FreeSlots:
+    """The free slots (``slots`` less held tasks, at least 0) of every machine not gone, summed, and
+    how many of those machines hold nothing, per cluster. Each machine adds itself when it is made
+    and takes itself away when it leaves; between the two, every change to what it holds goes
+    through its methods, which move the counts."""
+
+    __slots__ = ("free", "idle")
+
+    def __init__(self) -> None:
+        self.free = 0
+        self.idle: dict[str, int] = {}  # cluster -> machines not gone that hold no task
+
+
 @dataclass
 class Machine:
     id: str
@@ -97,6 +113,58 @@ class Machine:
     slots: int = 1  # tasks it runs at once: held[:slots] run, the rest wait for a slot
     started: list[float] = field(default_factory=list)  # when each running task started, oldest first
     release_at: float | None = None  # marked for release: let go at this time (a budget policy sets it)
+    tally: FreeSlots | None = field(default=None, repr=False, compare=False)  # None once gone
+
+    def join(self, tally: FreeSlots) -> None:
+        """Count this machine's free slots in ``tally`` (the core's) from now until it leaves."""
+        self.tally = tally
+        tally.free += self.free_slots
+        tally.idle[self.cluster] = tally.idle.get(self.cluster, 0) + (not self.held)
+
+    def leave(self) -> None:
+        """Gone: its free slots no longer count (what it still holds may be dropped after)."""
+        if self.tally is not None:
+            self.tally.free -= self.free_slots
+            self.tally.idle[self.cluster] -= not self.held
+            self.tally = None
+
+    def set_slots(self, slots: int) -> None:
+        before = self.free_slots
+        self.slots = slots
+        if self.tally is not None:
+            self.tally.free += self.free_slots - before
+
+    def hold(self, task: int, attempt: int, now: float) -> None:
+        """A task handed to this machine: it runs now if a slot is free, else waits for one."""
+        tally = self.tally
+        if tally is not None:
+            if len(self.held) < self.slots:
+                tally.free -= 1
+            if not self.held:
+                tally.idle[self.cluster] -= 1
+        self.held.append((task, attempt))
+        self.mark_started(now)
+
+    def drop(self, index: int, now: float) -> None:
+        """The task at ``held[index]`` ended or was stopped; a waiting one takes its slot now."""
+        del self.held[index]
+        tally = self.tally
+        if tally is not None:
+            if len(self.held) < self.slots:
+                tally.free += 1
+            if not self.held:
+                tally.idle[self.cluster] += 1
+        self.mark_ended(index)
+        self.mark_started(now)
+
+    def drop_all(self) -> None:
+        """Everything it holds goes back (a lost or reconnected worker)."""
+        if self.tally is not None:
+            self.tally.free += self.slots - self.free_slots
+            self.tally.idle[self.cluster] += bool(self.held)
+        self.held.clear()
+        self.started.clear()
+        self.running_since = None
 
     def uptime(self, now: float) -> float:
         end = self.released_at if self.released_at is not None else now
@@ -239,6 +307,7 @@ class Core:
         self._retry: list[tuple[int, str]] = []  # (task, machine it failed on)
         self.machines: dict[str, Machine] = {}
         self._live = 0  # machines not GONE; kept as a count because the hot path reads it
+        self._free = FreeSlots()  # their free slots, summed (the end-game rule of _feed reads it)
         self._hungry: dict[str, None] = {}  # machines waiting for work, in asking order
         self._lost_in_a_row: dict[str, int] = {name: 0 for name in clusters}
         self._requested: dict[str, int] = {name: 0 for name in clusters}  # Acquire sent, not yet answered
@@ -340,8 +409,9 @@ class Core:
     @handles(MachineAcquired)
     def _on_machine_acquired(self, ev: MachineAcquired) -> list[Action]:
         self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - 1)
-        self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now,
-                                            slots=self.cluster_slots[ev.cluster])
+        machine = self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now,
+                                                      slots=self.cluster_slots[ev.cluster])
+        machine.join(self._free)
         self._live += 1
         return []
 
@@ -367,7 +437,7 @@ class Core:
         if machine.state is MachineState.BOOTING:
             machine.state = MachineState.UP
             machine.up_at = ev.now
-            machine.slots = max(1, ev.slots)
+            machine.set_slots(max(1, ev.slots))
             self.cluster_slots[machine.cluster] = machine.slots
             return []
         # A known worker said hello again (it reconnected): it may have lost the frames in flight,
@@ -391,11 +461,9 @@ class Core:
             index = machine.held.index((ev.task, ev.attempt))
         except ValueError:
             return [IgnoreResult(ev.machine, ev.task, f"attempt {ev.attempt} is not running there")]
-        del machine.held[index]
-        machine.mark_ended(index)
+        machine.drop(index, ev.now)  # a prefetched task takes the freed slot now
         machine.nt += 1
         machine.rt += max(0.0, ev.runtime_s)  # slot-seconds on a machine with several slots
-        machine.mark_started(ev.now)  # a prefetched task takes the freed slot now
         recent = self._recent_runtime
         self._recent_runtime = ev.runtime_s if recent is None else recent + _RUNTIME_SMOOTHING * (ev.runtime_s - recent)
         actions = self._settle(machine, ev)
@@ -500,6 +568,7 @@ class Core:
     # ------------------------------------------------------------ helpers
     def _retire(self, machine: Machine, now: float, reason: str) -> None:
         self._live -= 1
+        machine.leave()
         machine.state = MachineState.GONE
         machine.released_at = now
         machine.release_reason = reason
@@ -510,10 +579,8 @@ class Core:
         for task, attempt in machine.held:
             self._return_task(task, attempt, machine)
         had_tasks = bool(machine.held)
-        machine.held.clear()
-        machine.started.clear()
+        machine.drop_all()
         machine.wanted = 0
-        machine.running_since = None
         return self._feed_hungry() if had_tasks else []
 
     def _return_task(self, task: int, attempt: int, machine: Machine) -> None:
@@ -523,7 +590,7 @@ class Core:
 
     def _next_task(self, machine: Machine) -> int | None:
         if self._retry:
-            alone = len(self.live_machines()) <= 1
+            alone = self._live <= 1
             for index, (task, failed_on) in enumerate(self._retry):
                 if failed_on != machine.id or alone:
                     self._retry.pop(index)
@@ -568,8 +635,7 @@ class Core:
                 self._status[task] = RUNNING
             attempt = self._attempts[task] + 1
             self._attempts[task] = attempt
-            machine.held.append((task, attempt))
-            machine.mark_started(self._now)
+            machine.hold(task, attempt, self._now)
             actions.append(Dispatch(machine.id, task, attempt))
         self._hungry.pop(machine.id, None)
         return actions
@@ -580,9 +646,8 @@ class Core:
         available = len(self._pending) + len(self._retry)
         if available >= self._live * max(self.cluster_slots.values(), default=1):  # plenty left: the common case
             return False
-        idle = sum(m.free_slots for m in self.machines.values()
-                   if m is not machine and m.state is not MachineState.GONE)
-        return available <= idle
+        # the free slots of every machine not gone but this one (which is busy: it has none)
+        return available <= self._free.free - (machine.free_slots if machine.tally is not None else 0)
 
     def _feed_hungry(self) -> list[Action]:
         actions: list[Action] = []
@@ -607,7 +672,7 @@ class Core:
 
     def _finish_if_stranded(self, now: float) -> list[Action]:
         """No machine left or coming, tasks left: the run cannot go on."""
-        if self.remaining == 0 or self.live_machines() or any(self._requested.values()):
+        if self.remaining == 0 or self._live or any(self._requested.values()):
             return []
         self.finished = Finish("incomplete", "no machines left to run the remaining tasks")
         return [self.finished]

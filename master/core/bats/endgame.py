@@ -198,10 +198,7 @@ class EndGame(c.Core):
         self._drop_copy(task, machine_id, now)
         if other is None or other.state is c.MachineState.GONE or (task, attempt) not in other.held:
             return []
-        index = other.held.index((task, attempt))
-        del other.held[index]
-        other.mark_ended(index)
-        other.mark_started(now)  # a queued task takes the freed slot now
+        other.drop(other.held.index((task, attempt)), now)  # a queued task takes the freed slot now
         return [Cancel(machine_id, task, attempt, "another copy of the task ended first")]
 
     def _return_task(self, task: int, attempt: int, machine: c.Machine) -> None:

@@ -205,7 +205,8 @@ class OffersCore(c.Core):
     def _better_left_for_an_idle_machine(self, machine: c.Machine) -> bool:
         name = machine.cluster
         available = self._left_for(name)
-        idle = sum(1 for m in self.live_machines(name) if m is not machine and not m.held)
+        # the cluster's machines not gone that hold nothing, this one left out (it holds tasks)
+        idle = self._free.idle.get(name, 0) - (machine.tally is not None and not machine.held)
         return available <= idle
 
     def _feed_hungry(self) -> list[c.Action]:
