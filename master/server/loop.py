@@ -75,7 +75,9 @@ progress = logging.getLogger("bats.progress")
 TICK_S = 0.2  # loop housekeeping period: journal commit, liveness, heartbeats
 STATUS_POLL_S = 1.0  # how often provisioners are asked about their machines
 MACHINE_SNAPSHOT_S = 2.0  # how often live machines' uptime is journaled (cost survives a crash)
-DRAIN_BATCH = 2000  # frames handled before housekeeping gets a turn
+DRAIN_BATCH = 2000  # frames handled before housekeeping gets a turn ...
+DRAIN_BATCH_S = 0.05  # ... or seconds spent on them, whichever comes first: heartbeats and liveness
+# keep their period however slow a frame is to handle (each is then late by at most this much)
 # An unadmitted peer (no valid hello yet) gets at most one reply per this many seconds, and one
 # dropped message per frame is looked at: what such a peer can make the master hold or send is bounded
 UNADMITTED_REPLY_S = 1.0
@@ -205,22 +207,27 @@ class Server(Fleet, Driver):
                     "kept running (--keep-machines)" if self.keep_machines else "released")
 
     def _drain(self) -> None:
-        """Wait up to a tick for a frame, handle it and every frame already waiting (up to a batch),
-        then send the replies: one frame per peer holding all its messages of the batch (split at the
-        protocol's limits), so a burst of short tasks costs one ZeroMQ message instead of one each."""
+        """Wait up to a tick for a frame, handle it and every frame already waiting (up to a batch of
+        ``DRAIN_BATCH`` frames or ``DRAIN_BATCH_S`` seconds), then send the replies: one frame per
+        peer holding all its messages of the batch (split at the protocol's limits), so a burst of
+        short tasks costs one ZeroMQ message instead of one each."""
         sock = self.socket
         recv, more = sock.recv, sock.getsockopt
         secure, peers = self.secure, self.peers
         outbox: dict[bytes, list[bytes]] = {}
         self._outbox = outbox
         flags = 0  # the first receive blocks (up to RCVTIMEO); the rest take only what is there
+        monotonic = time.monotonic
+        until = 0.0
         try:
             for _ in range(DRAIN_BATCH):
                 try:
                     identity = recv(flags)
                 except zmq.Again:
                     break
-                flags = _NOBLOCK
+                if not flags:
+                    flags = _NOBLOCK
+                    until = monotonic() + DRAIN_BATCH_S
                 if secure:  # every frame carries its connection's client key (the ZAP User-Id)
                     body = recv(_NOBLOCK, copy=False)
                     key = self._frame_key = cast(str | None, body.get("User-Id"))
@@ -233,7 +240,7 @@ class Server(Fleet, Driver):
                 while more(_RCVMORE):
                     parts.append(recv(_NOBLOCK))
                 self._on_frame(parts)
-                if self.finish is not None:
+                if self.finish is not None or monotonic() >= until:
                     break
         finally:
             self._outbox = None
