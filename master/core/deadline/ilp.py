@@ -53,10 +53,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
+
+if TYPE_CHECKING:
+    from scipy.optimize import LinearConstraint
 
 from bats.common.durations import format_duration
 
@@ -211,6 +213,8 @@ class _Model:
     def constraints(self) -> list[LinearConstraint]:
         if not self.rows:
             return []
+        from scipy.optimize import LinearConstraint  # scipy is imported only by the runs that plan with it
+
         return [LinearConstraint(np.vstack(self.rows), np.array(self.lo), np.array(self.hi))]
 
 
@@ -316,6 +320,8 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
 
 
 def _run(model: _Model, objective: np.ndarray, extra: list[LinearConstraint]):
+    from scipy.optimize import Bounds, milp
+
     return milp(objective, integrality=model.integral, bounds=Bounds(np.zeros(model.n_vars), model.upper),
                 constraints=model.constraints() + extra, options=MIP_OPTIONS)
 
@@ -373,6 +379,8 @@ def cheapest_plan(clusters: Sequence[DeadlineCluster], n_tasks: int, horizon_s: 
     of equally cheap ones; None when no plan can (eq. 18 with eqs. 19-25)."""
     if n_tasks <= 0:
         raise ValueError("the number of tasks must be >= 1")
+    from scipy.optimize import LinearConstraint
+
     model = _build(clusters, horizon_s, interval_s, max_machines, tail_tasks)
     need = LinearConstraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
     first = _solve(model, model.cost, [need])
@@ -388,6 +396,8 @@ def feasible(clusters: Sequence[DeadlineCluster], n_tasks: int, horizon_s: float
              interval_s: float = DEFAULT_INTERVAL_S, max_machines: int | None = None,
              tail_tasks: float = 1.0) -> bool:
     """Whether any plan does ``n_tasks`` within ``horizon_s`` (the same constraints, no objective)."""
+    from scipy.optimize import LinearConstraint
+
     model = _build(clusters, horizon_s, interval_s, max_machines, tail_tasks)
     need = LinearConstraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
     return _solve(model, np.zeros(model.n_vars), [need]) is not None
@@ -398,6 +408,8 @@ def proven_infeasible(clusters: Sequence[DeadlineCluster], n_tasks: int, horizon
                       tail_tasks: float = 1.0) -> bool:
     """Whether the solver proves that no plan does ``n_tasks`` within ``horizon_s``; False when it
     finds one, and when it stops at its time limit with none (not a proof)."""
+    from scipy.optimize import LinearConstraint
+
     model = _build(clusters, horizon_s, interval_s, max_machines, tail_tasks)
     need = LinearConstraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
     return bool(_run(model, np.zeros(model.n_vars), [need]).status == 2)
