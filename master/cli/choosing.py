@@ -17,14 +17,15 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from bats.common import clock
 from bats.master.cli.output import emit
 from bats.master.core.actions import OfferOptions
-from bats.master.core.bats.policy import BatsCore, Choice
-from bats.master.core.planning.planner import Option, spread
-from bats.master.views.options_table import core_profitability, format_options
+
+if TYPE_CHECKING:  # the planners (numpy) are imported when options are shown, not by every run
+    from bats.master.core.bats.policy import BatsCore, Choice
+    from bats.master.core.planning.planner import Option
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,9 @@ class Chooser:
     def show(self, offer: OfferOptions, core: BatsCore | None = None) -> None:
         if self.before_show is not None:
             self.before_show()
+        from bats.master.core.planning.planner import spread
+        from bats.master.views.options_table import core_profitability, format_options
+
         shown = list(offer.options) if self.choice.all_options else spread(offer.options)
         profit = core_profitability(core) if core is not None else None
         text = format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown),

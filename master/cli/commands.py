@@ -464,7 +464,7 @@ def _prior_sample(journal, choice, session: int) -> dict[str, tuple[float, ...]]
 def _resumed_choice(journal, stored: dict, session: int):
     """The choice for this session. A run resumed after its plan was chosen goes on with that
     plan's budget, less what earlier sessions spent on it: implicit sampling, no new options."""
-    from bats.master.core.bats.policy import Choice
+    from bats.master.core.bats.settings import Choice
 
     choice = Choice(policy=stored["policy"], schedule=stored.get("schedule"), budget=stored.get("budget"),
                     cushion=stored.get("cushion", False), plan_only=stored.get("plan_only", False),

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .planning.planner import Option
 
+SAMPLING, OFFERING, EXECUTING = "sampling", "offering", "executing"  # the phases of a BaTS run
+
 
 @dataclass(frozen=True)
 class CoreView:

@@ -59,8 +59,8 @@ from bats.common.protocol import (
 )
 from bats.master import core as c
 from bats.master.cli.choosing import Chooser, StopRun
-from bats.master.core.bats import policy as b
 from bats.master.core.offers.compose import Offer
+from bats.master.core.view import OFFERING, SAMPLING
 from bats.master.driver import Driver, carries_out
 from bats.master.state.bag import Bag
 from bats.master.state.journal import Journal, JournalError
@@ -135,7 +135,7 @@ class Server(Fleet, Driver):
         self.on_tick = on_tick
         self.chooser = chooser
         self.plan_s: float | None = None  # wall time of the planning step that ended sampling
-        self._planning = core.view().phase == b.SAMPLING
+        self._planning = core.view().phase == SAMPLING
         self._plan_journaled = False
         self.peers: dict[bytes, _Peer] = {}  # zmq identity -> peer
         self.peer_of: dict[str, _Peer] = {}  # machine id -> its current peer
@@ -260,7 +260,7 @@ class Server(Fleet, Driver):
         if self._planning:  # the event that ends the sampling phase carries the planning step
             started = time.perf_counter()
             actions = self.core.handle(event)
-            if self.core.phase != b.SAMPLING:
+            if self.core.phase != SAMPLING:
                 self._planning = False
                 self.plan_s = time.perf_counter() - started
         else:
@@ -531,7 +531,7 @@ class Server(Fleet, Driver):
         self._take_choice()
 
     def _take_choice(self) -> None:
-        if self.chooser is None or self.core.view().phase != b.OFFERING:
+        if self.chooser is None or self.core.view().phase != OFFERING:
             return
         answer = self.chooser.poll(self.core)  # type: ignore[arg-type]
         if answer is None:

@@ -7,13 +7,15 @@ events and actions, ``ScheduleChosen`` in and ``OfferOptions``, ``WakeAt``, ``No
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bats.common.config import SamplingConfig
 
-from ..planning.planner import DEFAULT_MAX_RAISE, Option
+from ..planning import DEFAULT_MAX_RAISE
+from ..view import EXECUTING, OFFERING, SAMPLING  # noqa: F401 (the phases of a BaTS run, named here too)
 
-SAMPLING, OFFERING, EXECUTING = "sampling", "offering", "executing"  # the phases of a BaTS run
+if TYPE_CHECKING:
+    from ..planning.planner import Option
 
 
 @dataclass(frozen=True)

@@ -57,13 +57,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from scipy.optimize import LinearConstraint
-
 from bats.common.durations import format_duration
 
 from .. import billing
 from ..billing import EPS as _EPS
+
+if TYPE_CHECKING:
+    from scipy.optimize import LinearConstraint
 
 DEFAULT_INTERVAL_S = 600.0  # the paper's 10 minutes
 # HiGHS stops within 0.1 % of the optimum: proving the last fraction optimal took minutes on long
@@ -213,9 +213,7 @@ class _Model:
     def constraints(self) -> list[LinearConstraint]:
         if not self.rows:
             return []
-        from scipy.optimize import LinearConstraint  # scipy is imported only by the runs that plan with it
-
-        return [LinearConstraint(np.vstack(self.rows), np.array(self.lo), np.array(self.hi))]
+        return [_constraint(np.vstack(self.rows), np.array(self.lo), np.array(self.hi))]
 
 
 def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: float,
@@ -319,9 +317,27 @@ def _build(clusters: Sequence[DeadlineCluster], horizon_s: float, interval_s: fl
     return model
 
 
-def _run(model: _Model, objective: np.ndarray, extra: list[LinearConstraint]):
-    from scipy.optimize import Bounds, milp
+def _constraint(rows: Any, lo: Any, hi: Any) -> LinearConstraint:
+    """scipy's linear constraint; scipy is imported by the first run that plans with it, not by
+    every run that imports the policies (it took about half a second of a short run's start)."""
+    from scipy.optimize import LinearConstraint
 
+    return LinearConstraint(rows, lo, hi)
+
+
+def __getattr__(name: str) -> Any:
+    """``ilp.milp``: scipy's solver, imported the first time it is asked for (tests replace it)."""
+    if name == "milp":
+        from scipy.optimize import milp
+
+        return milp
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _run(model: _Model, objective: np.ndarray, extra: list[LinearConstraint]):
+    from scipy.optimize import Bounds
+
+    milp = globals().get("milp") or __getattr__("milp")  # a replacement set on the module wins
     return milp(objective, integrality=model.integral, bounds=Bounds(np.zeros(model.n_vars), model.upper),
                 constraints=model.constraints() + extra, options=MIP_OPTIONS)
 
@@ -379,15 +395,13 @@ def cheapest_plan(clusters: Sequence[DeadlineCluster], n_tasks: int, horizon_s: 
     of equally cheap ones; None when no plan can (eq. 18 with eqs. 19-25)."""
     if n_tasks <= 0:
         raise ValueError("the number of tasks must be >= 1")
-    from scipy.optimize import LinearConstraint
-
     model = _build(clusters, horizon_s, interval_s, max_machines, tail_tasks)
-    need = LinearConstraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
+    need = _constraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
     first = _solve(model, model.cost, [need])
     if first is None:
         return None
     best = float(model.cost @ first.x)
-    within = LinearConstraint(model.cost.reshape(1, -1), [-np.inf], [best + 1e-7 * max(1.0, abs(best))])
+    within = _constraint(model.cost.reshape(1, -1), [-np.inf], [best + 1e-7 * max(1.0, abs(best))])
     second = _solve(model, -model.early, [need, within])
     return _plan(model, (second if second is not None else first).x, n_tasks, tail_tasks)
 
@@ -396,10 +410,8 @@ def feasible(clusters: Sequence[DeadlineCluster], n_tasks: int, horizon_s: float
              interval_s: float = DEFAULT_INTERVAL_S, max_machines: int | None = None,
              tail_tasks: float = 1.0) -> bool:
     """Whether any plan does ``n_tasks`` within ``horizon_s`` (the same constraints, no objective)."""
-    from scipy.optimize import LinearConstraint
-
     model = _build(clusters, horizon_s, interval_s, max_machines, tail_tasks)
-    need = LinearConstraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
+    need = _constraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
     return _solve(model, np.zeros(model.n_vars), [need]) is not None
 
 
@@ -408,10 +420,8 @@ def proven_infeasible(clusters: Sequence[DeadlineCluster], n_tasks: int, horizon
                       tail_tasks: float = 1.0) -> bool:
     """Whether the solver proves that no plan does ``n_tasks`` within ``horizon_s``; False when it
     finds one, and when it stops at its time limit with none (not a proof)."""
-    from scipy.optimize import LinearConstraint
-
     model = _build(clusters, horizon_s, interval_s, max_machines, tail_tasks)
-    need = LinearConstraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
+    need = _constraint(model.work.reshape(1, -1), [float(n_tasks)], [np.inf])
     return bool(_run(model, np.zeros(model.n_vars), [need]).status == 2)
 
 
@@ -447,7 +457,7 @@ def most_work_within(clusters: Sequence[DeadlineCluster], horizon_s: float, budg
     """The same program with objective and constraint swapped: the most work (tasks) done within
     ``horizon_s`` for at most ``budget``; (work, counts) or None. One interval by default."""
     model = _build(clusters, horizon_s, interval_s or horizon_s, max_machines, tail_tasks)
-    money = LinearConstraint(model.cost.reshape(1, -1), [-np.inf], [budget + 1e-9 * max(1.0, budget)])
+    money = _constraint(model.cost.reshape(1, -1), [-np.inf], [budget + 1e-9 * max(1.0, budget)])
     res = _solve(model, -model.work, [money])
     if res is None:
         return None

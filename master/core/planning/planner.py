@@ -140,9 +140,8 @@ from typing import Any
 import numpy as np
 
 from .. import billing
-from . import frontier
+from . import DEFAULT_MAX_RAISE, frontier
 
-DEFAULT_MAX_RAISE = 0.2  # case (a) threshold, as a fraction of the schedule's reference budget
 RAISE_STEP = Fraction(1, 100)  # case (a) steps: 1 % of the reference budget
 MAX_CANDIDATES = 4_000_000  # product of group frontiers beyond which planning refuses
 _MAX_DECIMALS = 9
