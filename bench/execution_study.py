@@ -231,7 +231,8 @@ class CountingSimulator(Simulator):
                 self.killed += 1
                 self.killed_paid_s += self.now - start
                 self.killed_in_paid_time += end <= edge + 1e-9
-                guard = getattr(self.core, "_guard_s", 0.0)  # what a release takes to stop the bill
+                execution = getattr(self.core, "execution", None)  # BaTS's part that keeps the ceiling
+                guard = execution.guard_s if execution is not None else 0.0  # what a release takes to stop the bill
                 self.killed_before_hard += end <= edge - guard + 1e-9
         super()._do_release(action)
 

@@ -292,7 +292,7 @@ def cheapest_then_slow() -> Driver:
     d.running["b2"] = []
     # a marked machine running a task is let go at its moment, not held until just before its
     # edge: these tests are about re-planning and the budget (the hold has tests of its own)
-    d.core._guard_s = d.core.settings.release_margin_s
+    d.core.execution.guard_s = d.core.settings.release_margin_s
     d.through(89.0)  # a2 ends tasks at 40 and 80, a1 at 50; a1's next one ends at 90
     return d
 

@@ -128,7 +128,7 @@ def test_per_second_billing_with_a_60_s_minimum_acquires_and_checks_the_ceiling_
     cfg = Config(MasterConfig(), {"s": ClusterConfig("s", "local", max=2, price=0.01, atu_s=1.0, min_charge_s=60.0)},
                  sampling=SMALL_SAMPLE)
     core = build_core(range(1, 31), cfg, random.Random(1), Choice(), max_held=1)
-    assert (core._ceiling_s, core._reserve_new("s")) == (5.0, 0.6)
+    assert (core.execution.ceiling_s, core.execution.reserve_new("s")) == (5.0, 0.6)
     run = Run(core, {"s": 10.0}, choose=lambda k: k.choose("$2.5"))
     run.until(events=[c.RunStarted(0.0)])
     assert run.at(90.0, ScheduleChosen) == [c.Notify("executing budget: 2 x s, budget 2.5"), c.Acquire("s", 2),

@@ -1,9 +1,11 @@
 """BaTS's third phase: executing the chosen configuration within the budget (seed 000 "BaTS", §3.1,
-Fig. 4).
+Fig. 4), and the budget ceiling every phase keeps.
 
-How this works. :class:`Execution` is the layer of :class:`~.policy.BatsCore` that runs the execution phase
-(the policy subclasses it and adds sampling and the choice; the state both use is declared on
-the class). Starting the chosen option acquires what it adds to the
+How this works. :class:`Execution` is a part that :class:`~.policy.BatsCore` owns and calls, as it
+owns its :class:`~.sampling.Sample`. It keeps the run's money and plan (the budget and cushion, the
+configuration running, the machines marked for release and when, the re-plans) and reads the
+machines and the bag from the core (:class:`~..base.Core`); the estimates it plans with come from
+the policy through :class:`Planning`. Starting the chosen option acquires what it adds to the
 sampling machines; the monitoring check (§3.1) compares N_e with N_p and re-plans (a run short
 of money to the slowest configuration the money left pays that still ends by the chosen
 option's makespan, the fastest when none does; one ahead of it, with the fastest schedule or a
@@ -13,8 +15,40 @@ for the money alone); the budget
 ceiling (:func:`~..planning.monitor.plan_releases`) decides at every machine's edge, less the
 release margin, whether the money left renews it, and marks for release what it cannot; a task
 that would carry a machine past an edge the budget will not renew is not handed out. The rules
-and the figures behind them are in the policy module's docstring; the end of the bag (hand-out by
-expected finish, copies on idle paid machines) is the :mod:`.endgame` layer under this one.
+are below and in the policy module's docstring; the end of the bag (hand-out by
+expected finish, copies on idle paid machines) is the :mod:`.endgame` part, which asks this one
+about paid time and the budget.
+
+The ceiling. The budget is checked on its own clock, not once per monitoring interval (a 5-minute
+reservation made a 6 s ATU unaffordable). Where a cluster's ATU is longer than twice the release
+margin, each machine's next ATU is decided at its edge less the margin (a :class:`WakeAt` there),
+and :func:`~..planning.monitor.plan_releases` reserves one ATU per kept machine;
+for shorter ATUs (per-second billing) the ceiling is checked every max(ATU, 5 s) and reserves
+what a machine begins until then plus the margin. Every monitoring check also checks it. Money
+is reserved out of budget + cushion - spent; machines that do not fit are let go before their
+next edge; a machine is acquired only if the same reservation for it fits as well (machines
+asked for and not acquired yet count as reserved). Machines whose running task is expected to
+end past their edge keep their reservation first. When the money is gone the run ends
+incomplete, and the reason gives the figures.
+
+Paid work is not thrown away. A task that would carry a machine past its edge is handed out only
+if the budget renews the machine (:meth:`Execution.decide_renewal`); if not, the machine is
+marked first and gets only tasks expected (the cluster's mean) to end before it is let go. A
+marked machine running a task when its moment comes stays until the task ends, at the latest
+until its edge less a tenth of the margin (at least 1 s, at most the margin; the time a release
+takes to stop the bill): that time is paid anyway, and long-tailed runtimes often end where the
+estimate said they would not. A release
+that cuts a running task off is the last resort; the report counts such tasks and the paid
+seconds they ran (``killed``). After sampling, machines whose edge is within the margin wait
+for the choice until the same moment, so that an option chosen at once keeps them.
+
+The interface the policy calls: :meth:`Execution.start` (the choice), :meth:`~Execution.move_to`,
+:meth:`~Execution.monitor`, :meth:`~Execution.enforce_budget` and :meth:`~Execution.next_check`
+(the checks), :meth:`~Execution.acquire`, :meth:`~Execution.mark`, :meth:`~Execution.unmark` and
+:meth:`~Execution.forget` (machines), :meth:`~Execution.decide_renewal` (before a hand-out), and the
+queries :meth:`~Execution.edge`, :meth:`~Execution.kept_by_budget`, :meth:`~Execution.decision_point`,
+:meth:`~Execution.fits_before_release`, :meth:`~Execution.hard_release`,
+:meth:`~Execution.ends_in_paid_time`, :meth:`~Execution.reserve_new` and :meth:`~Execution.tau_e`.
 """
 
 from __future__ import annotations
@@ -22,7 +56,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,52 +64,80 @@ from bats.master import core as c
 
 from ..actions import Notify, WakeAt
 from ..billing import atus_begun, atus_spanning
+from ..planning.estimate import RuntimeEstimate
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
 from ..planning.paid_time import with_machines_up
 from ..planning.planner import Option, Planner
-from .endgame import EndGame
-from .settings import EXECUTING, BatsSettings
+from .settings import BatsSettings
 
 REPLANS_PER_MAKESPAN = 6  # an automatic monitoring interval lets a plan re-plan this often
 TIGHT_PLAN_REUSE_S = 10.0  # a hand-out reuses a release plan this old when money is tight
 SPEED_UP_GAIN = 0.1  # a run ahead of its plan speeds up when that ends the bag this much sooner
 SPEED_UP_TASKS = 5  # ... and leaves each machine of the new configuration at least this many tasks
 CATCH_UP_SLACK = 0.05  # a run adds machines when it would end this share of its makespan late
+CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
+# a marked machine running a task stays until its edge less this share of the margin (at least 1 s):
+# the time a release takes to stop the bill, kept short so little paid time is cut off
+HARD_GUARD_SHARE = 0.1
 
 
-class Execution(EndGame):
-    """Phase 3 of :class:`~.policy.BatsCore`; see the module docstring. The policy sets up the
-    state below in its constructor and fills in the methods declared here."""
+class Planning(Protocol):
+    """What the execution asks of the policy that owns it: planners and figures from the runtime
+    estimates, which the policy keeps, and the clusters still taking part."""
 
-    settings: BatsSettings
-    billings: dict[str, Billing]
-    _active: dict[str, None]  # clusters that can still take part, in config order
-    _marked: dict[str, c.Machine]  # machines marked for release, by id
-    tail: TailEstimates | None
+    estimates: dict[str, RuntimeEstimate]
     tasks_at_plan: int | None
-    reconfigurations: list[dict[str, Any]]
-    _ceiling_s: float  # how often the budget ceiling is checked
-    _horizons: dict[str, float]  # per cluster, how far ahead a ceiling check reserves
-    _guard_s: float
-    _held_to_edge: set[str]  # marked machines kept past their moment for a task in paid time
-    _release_edge: dict[str, float]  # marked machine -> the edge of its paid time
-    selected: Option | None
-    budget: float | None
-    _keep_cache: tuple[tuple, float, float, frozenset[str]] | None = None  # see _kept_by_budget
-    sampling_cost: float | None
-    execution_started_at: float | None
+    _active: dict[str, None]
 
-    if TYPE_CHECKING:  # the policy's side, which the execution uses
-        def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner: ...
-        def _sampling_not_budgeted(self) -> float: ...
-        def _stats(self, cluster: str, now: float) -> Any: ...
-        def _upper_means(self, now: float) -> dict[str, float]: ...
-        def _plan_planner(self, n_tasks: int) -> Planner: ...
-        def _paid_left(self, now: float) -> dict[str, list[float]]: ...
+    def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner: ...
+    def _plan_planner(self, n_tasks: int) -> Planner: ...
+    def _upper_means(self, now: float) -> dict[str, float]: ...
+    def _paid_left(self, now: float) -> dict[str, list[float]]: ...
+    def _boot_times(self) -> dict[str, float]: ...
+    def _sampling_not_budgeted(self) -> float: ...
 
-    def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
-                         keep_budget: bool) -> list[c.Action]:
-        self.phase = EXECUTING
+
+class Execution:
+    """Phase 3 of :class:`~.policy.BatsCore` and its budget ceiling; see the module docstring."""
+
+    def __init__(self, core: c.Core, policy: Planning, settings: BatsSettings) -> None:
+        self.core = core  # the machines and the bag
+        self.policy = policy  # the estimates (the same object as ``core``: the BaTS policy)
+        self.settings = settings
+        clusters = core.clusters
+        self.billings = {name: Billing(cl.atu_s, cl.price, cl.min_charge_s) for name, cl in clusters.items()}
+        self.marked: dict[str, c.Machine] = {}  # machines marked for release, by id
+        self.due_now = False  # a machine was marked for release at the current moment
+        self.short_of_money = False  # an acquisition was cut because the budget could not pay it
+        self.tail: TailEstimates | None = None  # the sample's, once sampling is done
+        self.selected: Option | None = None
+        self.budget: float | None = settings.budget
+        self.cushion = 0.0
+        self.cushion_accepted = settings.cushion_accepted
+        self.delta_n_allowed = 0
+        self.config: dict[str, int] = {}
+        self.plan_end: dict[str, float] = {}
+        self.reconfigurations: list[dict[str, Any]] = []
+        self.last_monitor = 0.0
+        self.execution_started_at: float | None = None  # the choice (or, with an up-front budget, the plan)
+        # the budget ceiling (see "The ceiling" in the module docstring): checked at every machine's
+        # edge less the margin where an ATU is longer than twice the margin, every max(ATU, 5 s)
+        # for the other clusters (per-second billing), and at every monitoring check
+        margin = settings.release_margin_s
+        self.monitor_s = settings.monitor_interval_s
+        short = [cl.atu_s for cl in clusters.values() if cl.atu_s <= 2 * margin]
+        self.ceiling_s = settings.ceiling_interval_s or (
+            min(settings.monitor_interval_s, max(min(short), CEILING_FLOOR_S)) if short else math.inf)
+        self._horizons = {name: (0.0 if cl.atu_s > 2 * margin else self.ceiling_s) for name, cl in clusters.items()}
+        self.last_ceiling = 0.0
+        self.ceiling_at = math.inf
+        self.guard_s = min(margin, max(1.0, margin * HARD_GUARD_SHARE))
+        self.release_edge: dict[str, float] = {}  # marked machine -> the edge of its paid time
+        self.held_to_edge: set[str] = set()  # marked machines kept past their moment for a task in paid time
+        self._keep_cache: tuple[tuple, float, float, frozenset[str]] | None = None  # see kept_by_budget
+
+    def start(self, now: float, option: Option, cushion_accepted: bool, *,
+              keep_budget: bool) -> list[c.Action]:
         self.execution_started_at = now
         self.selected = option
         self.cushion_accepted = cushion_accepted
@@ -83,10 +145,10 @@ class Execution(EndGame):
             self.budget = option.budget
         # an up-front budget is the whole money: any cushion the plan wants comes out of it
         self.cushion = option.cushion if cushion_accepted and not keep_budget else 0.0
-        self._delta_n_allowed = max(0, option.delta_n) if cushion_accepted else 0
+        self.delta_n_allowed = max(0, option.delta_n) if cushion_accepted else 0
         config = dict(option.machines)
         if not cushion_accepted and option.rounding == "a":  # the raise was the cushion: not taken
-            planner = self._plan_planner(self.tasks_at_plan or self.remaining)
+            planner = self.policy._plan_planner(self.policy.tasks_at_plan or self.core.remaining)
             plain = planner.fastest_within(option.budget)
             if plain is not None and plain != config:
                 config = plain
@@ -95,63 +157,63 @@ class Execution(EndGame):
                     option, machines=estimate.machines, makespan_s=estimate.makespan_s,
                     makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=0.0,
                     delta_n=estimate.delta_n, rounding="")
-        self._last_monitor = self._last_ceiling = now
+        self.last_monitor = self.last_ceiling = now
         if self.settings.monitor_interval_auto and self.selected.makespan_s > 0:
-            self._monitor_s = min(self.settings.monitor_interval_s,
-                                  max(self._ceiling_s, self.selected.makespan_s / REPLANS_PER_MAKESPAN))
+            self.monitor_s = min(self.settings.monitor_interval_s,
+                                  max(self.ceiling_s, self.selected.makespan_s / REPLANS_PER_MAKESPAN))
         label = option.label if option.id == 0 else f"option {option.id} ({option.label})"
         inside = (f" (its cushion {option.cushion:g} comes out of the budget)"
                   if keep_budget and cushion_accepted and option.cushion else "")
         actions: list[c.Action] = [Notify(f"executing {label}: {_machines_text(config)}, budget "
                                           f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else "")
                                           + inside)]
-        actions.extend(self._move_to(config, now))
-        actions.extend(self._enforce_budget(now))
-        actions.append(WakeAt(self._next_check(now)))  # the next check, on time
+        actions.extend(self.move_to(config, now))
+        actions.extend(self.enforce_budget(now))
+        actions.append(WakeAt(self.next_check(now)))  # the next check, on time
         return actions
 
-    def _decision_point(self, m: c.Machine, now: float) -> float:
+    def decision_point(self, m: c.Machine, now: float) -> float:
         """The next moment the ceiling must decide whether ``m`` begins another ATU (its edge less
         the margin); inf where its cluster is checked periodically instead."""
         if m.release_at is not None or m.state is c.MachineState.GONE or self._horizons[m.cluster] > 0:
             return math.inf
-        at = self._edge(m, now) - self.settings.release_margin_s
-        return at if at > now + 1e-9 else at + self.clusters[m.cluster].atu_s
+        at = self.edge(m, now) - self.settings.release_margin_s
+        return at if at > now + 1e-9 else at + self.core.clusters[m.cluster].atu_s
 
-    def _next_check(self, now: float) -> float:
+    def next_check(self, now: float) -> float:
         """When the next check is due: a machine's decision point, the periodic ceiling or the
         plan's, whichever comes first."""
-        at = min(self._last_ceiling + self._ceiling_s, self._last_monitor + self._monitor_s,
-                 min((self._decision_point(m, now) for m in self.machines.values()), default=math.inf))
-        self._ceiling_at = at
+        at = min(self.last_ceiling + self.ceiling_s, self.last_monitor + self.monitor_s,
+                 min((self.decision_point(m, now) for m in self.core.machines.values()), default=math.inf))
+        self.ceiling_at = at
         return at
 
-    def _move_to(self, config: dict[str, int], now: float) -> list[c.Action]:
+    def move_to(self, config: dict[str, int], now: float) -> list[c.Action]:
         """Make ``config`` the plan: keep or acquire its machines, mark the others for release."""
         self.config = dict(config)
-        estimate = self._planner(max(1, self.remaining)).estimate(config) if any(config.values()) else None
-        self._plan_end = {name: now + u * self.clusters[name].atu_s
+        estimate = self.policy._planner(max(1, self.core.remaining)).estimate(config) if any(config.values()) else None
+        self.plan_end = {name: now + u * self.core.clusters[name].atu_s
                           for name, u in (estimate.atus.items() if estimate else ())}
         actions: list[c.Action] = []
-        for name in self.clusters:
+        for name in self.core.clusters:
             want = config.get(name, 0)
-            live = self.live_machines(name)
+            live = self.core.live_machines(name)
             kept = [m for m in live if m.release_at is None]
-            have = len(kept) + self._requested[name]
+            have = len(kept) + self.core._requested[name]
             if have < want:  # keep first the marked machines whose running task would be cut off
                 marked = (m for m in live if m.release_at is not None)
                 for m in sorted(marked, key=lambda m: (not self._crosses_edge(m, now), -(m.release_at or 0))):
                     if have >= want:
                         break
-                    self._unmark(m)
-                    actions.extend(self._feed(m))  # it may have been left idle while marked
+                    self.unmark(m)
+                    actions.extend(self.core._feed(m))  # it may have been left idle while marked
                     have += 1
-                actions.extend(self._acquire(name, want - have, now))
+                actions.extend(self.acquire(name, want - have, now))
             elif have > want:
                 # let go first the machines whose running task ends in their paid time (or idle ones)
-                surplus = sorted(kept, key=lambda m: (self._crosses_edge(m, now), self._edge(m, now)))[:have - want]
+                surplus = sorted(kept, key=lambda m: (self._crosses_edge(m, now), self.edge(m, now)))[:have - want]
                 for m in surplus:
-                    actions.extend(self._mark(m, now, "the plan needs fewer machines of its cluster"))
+                    actions.extend(self.mark(m, now, "the plan needs fewer machines of its cluster"))
         return actions
 
     def _crosses_edge(self, m: c.Machine, now: float) -> bool:
@@ -160,10 +222,10 @@ class Execution(EndGame):
         if not m.held or m.running_since is None:
             return False
         elapsed = max(0.0, now - m.running_since)
-        ends = m.running_since + max(elapsed, float(self._tau_e()(m.cluster, elapsed)))
-        return ends > self._edge(m, now) - self.settings.release_margin_s
+        ends = m.running_since + max(elapsed, float(self.tau_e()(m.cluster, elapsed)))
+        return ends > self.edge(m, now) - self.settings.release_margin_s
 
-    def _kept_by_budget(self, machine_id: str, now: float) -> bool:
+    def kept_by_budget(self, machine_id: str, now: float) -> bool:
         """Whether the release plan keeps ``machine_id`` (its next ATU reserved).
 
         Building the plan walks every machine, and a pool of a thousand machines hands out tasks at
@@ -174,20 +236,20 @@ class Execution(EndGame):
         at every edge it may pass before then (each such ATU leaves the reservation as it was and
         the spare one ATU less), a fresh plan would say the same. A change in the machines, the
         prices or the money builds it afresh."""
-        key = (self._last_ceiling, len(self._marked), self._live, sum(self._requested.values()), self.budget,
-               self.cushion, tuple(self.prices.values()))
+        key = (self.last_ceiling, len(self.marked), self.core._live, sum(self.core._requested.values()), self.budget,
+               self.cushion, tuple(self.core.prices.values()))
         cache = self._keep_cache
         if cache is not None and cache[0] == key and cache[1] <= now <= cache[2]:
             return machine_id in cache[3]
         plan = self._release_plan(now)
-        until = now + min(TIGHT_PLAN_REUSE_S, self._ceiling_s)
+        until = now + min(TIGHT_PLAN_REUSE_S, self.ceiling_s)
         check = math.inf
         if not plan.release:
             # the next check: periodic, or (edge-checked clusters only) at a machine's edge less the margin
-            check = self._last_ceiling + self._ceiling_s if math.isfinite(self._ceiling_s) else self._ceiling_at
+            check = self.last_ceiling + self.ceiling_s if math.isfinite(self.ceiling_s) else self.ceiling_at
         if math.isfinite(check):
             drift = 0.0
-            for m in self.machines.values():
+            for m in self.core.machines.values():
                 if m.state is not c.MachineState.GONE:
                     billing = self.billings[m.cluster]
                     drift += billing.price * atus_spanning(check - now, billing.atu_s)
@@ -196,23 +258,23 @@ class Execution(EndGame):
         self._keep_cache = (key, now, until, frozenset(plan.keep))
         return machine_id in plan.keep
 
-    def _acquire(self, name: str, n: int, now: float) -> list[c.Action]:
-        n = min(n, self.machines_allowed())
-        if n <= 0 or name not in self._active:
+    def acquire(self, name: str, n: int, now: float) -> list[c.Action]:
+        n = min(n, self.core.machines_allowed())
+        if n <= 0 or name not in self.policy._active:
             return []
-        reserve = self._reserve_new(name)
+        reserve = self.reserve_new(name)
         if reserve > 0 and self.budget is not None:
             plan = self._release_plan(now)
             affordable = max(0, math.floor((plan.money_left - plan.reserved) / reserve + 1e-9))
             if affordable < n:
-                self._short_of_money = True
+                self.short_of_money = True
             n = min(n, affordable)
         if n <= 0:
             return []
-        self._requested[name] += n
+        self.core._requested[name] += n
         return [c.Acquire(name, n)]
 
-    def _reserve_new(self, name: str) -> float:
+    def reserve_new(self, name: str) -> float:
         """What a machine of ``name`` acquired now must have reserved: every ATU it begins before
         the next check can let it go (the horizon and margin ``plan_releases`` reserves for a kept one)."""
         billing = self.billings[name]
@@ -220,37 +282,77 @@ class Execution(EndGame):
 
     def _reserved_for_requested(self) -> float:
         """The reservations of the machines asked for and not acquired yet."""
-        return sum(n * self._reserve_new(name) for name, n in self._requested.items() if n)
+        return sum(n * self.reserve_new(name) for name, n in self.core._requested.items() if n)
 
-    def _edge(self, m: c.Machine, now: float) -> float:
+    def edge(self, m: c.Machine, now: float) -> float:
         """When the machine's current ATU ends (absolute time)."""
         return m.acquired_at + self.billings[m.cluster].paid_until(m.uptime(now))
 
-    def _mark(self, m: c.Machine, now: float, reason: str, *, wait_for_choice: bool = False) -> list[c.Action]:
-        edge = self._edge(m, now)
+    def mark(self, m: c.Machine, now: float, reason: str, *, wait_for_choice: bool = False) -> list[c.Action]:
+        edge = self.edge(m, now)
         at = max(now, edge - self.settings.release_margin_s)
         if wait_for_choice and at <= now + 1e-9:  # the option chosen may keep it: wait until just before its edge
-            at = max(now, edge - self._guard_s)
+            at = max(now, edge - self.guard_s)
         if m.release_at is not None and m.release_at <= at:
             return []
         m.release_at = at
         m.release_reason = reason
-        self._marked[m.id] = m
-        self._release_edge[m.id] = edge
+        self.marked[m.id] = m
+        self.release_edge[m.id] = edge
         if at <= now + 1e-9:  # its edge is within the margin already: let go before this event ends
-            self._due_now = True
+            self.due_now = True
         return [WakeAt(at)]
 
-    def _unmark(self, m: c.Machine) -> None:
+    def unmark(self, m: c.Machine) -> None:
         m.release_at = None
         m.release_reason = ""
-        self._marked.pop(m.id, None)
-        self._release_edge.pop(m.id, None)
-        self._held_to_edge.discard(m.id)
+        self.marked.pop(m.id, None)
+        self.release_edge.pop(m.id, None)
+        self.held_to_edge.discard(m.id)
 
-    def _retire(self, machine: c.Machine, now: float, reason: str) -> None:
-        self._marked.pop(machine.id, None)
-        super()._retire(machine, now, reason)
+    def decide_renewal(self, machine: c.Machine) -> list[c.Action]:
+        """Before a task that would carry ``machine`` past its edge is handed out: does the budget
+        pay its next ATU? If not, mark it now (it then gets only tasks that end in paid time)
+        instead of finding out at the edge and cutting the task off."""
+        estimate = self.policy.estimates.get(machine.cluster)
+        if self.budget is None or estimate is None or machine.state is not c.MachineState.UP:
+            return []
+        now = self.core._now
+        mean = estimate.mean_s
+        if now + machine.rounds_to_end() * mean <= self.edge(machine, now) - self.settings.release_margin_s:
+            return []  # it ends in paid time
+        if self.kept_by_budget(machine.id, now):
+            return []
+        return self.mark(machine, now, "the budget cannot pay its next ATU")
+
+    def fits_before_release(self, machine: c.Machine) -> bool:
+        """Whether ``machine``, if marked, is expected (its cluster's mean) to end one more task
+        before it is let go."""
+        if machine.release_at is not None and self.core._now >= machine.release_at - 1e-9:
+            return False  # due: it is let go now
+        estimate = self.policy.estimates.get(machine.cluster)
+        if estimate is None or machine.release_at is None:
+            return True
+        mean = estimate.mean_s
+        return self.core._now + machine.rounds_to_end() * mean <= machine.release_at
+
+    def hard_release(self, m: c.Machine) -> float:
+        """The last moment a marked machine may stay: just before the edge of its paid time."""
+        edge = self.release_edge.get(m.id)
+        if edge is None:  # marked by a policy of its own: the edge of the ATU its release time falls in
+            at = m.release_at if m.release_at is not None else self.core._now
+            edge = m.acquired_at + self.billings[m.cluster].paid_until(max(0.0, at - m.acquired_at))
+        return edge - self.guard_s
+
+    def ends_in_paid_time(self, m: c.Machine, now: float) -> bool:
+        """Whether ``m`` goes on with its running task until its hard release: that time is paid
+        for anyway, so the task may use it to end (long-tailed runtimes often end where the mean
+        says they would not, and a task cut off now would have to start over elsewhere)."""
+        return m.running_since is not None and now < self.hard_release(m) - 1e-9
+
+    def forget(self, machine: c.Machine) -> None:
+        """``machine`` left the run (released or lost): it is no longer marked."""
+        self.marked.pop(machine.id, None)
 
     def _gone_spent(self, now: float) -> float:
         """``spent_before`` for the monitor, which prices a live machine's begun ATUs at its
@@ -258,26 +360,26 @@ class Execution(EndGame):
         price changes, the difference between what live machines' ATUs really cost and that."""
         gone = 0.0
         correction = 0.0
-        for m in self.machines.values():
+        for m in self.core.machines.values():
             if m.state is c.MachineState.GONE:
-                gone += self.machine_cost(m, now)[1]
-            elif m.cluster in self._price_log:
-                atus, cost = self.machine_cost(m, now)
-                correction += cost - atus * self.prices[m.cluster]
-        return gone + correction - self._sampling_not_budgeted()
+                gone += self.core.machine_cost(m, now)[1]
+            elif m.cluster in self.core._price_log:
+                atus, cost = self.core.machine_cost(m, now)
+                correction += cost - atus * self.core.prices[m.cluster]
+        return gone + correction - self.policy._sampling_not_budgeted()
 
-    def _tau_e(self) -> _TauE:
+    def tau_e(self) -> _TauE:
         return _TauE(self.tail)
 
     def _views(self, now: float) -> MachineTable:
         """Every live machine as monitoring sees it, built straight into the monitor's columns
         (one pass, the billing rule read per cluster)."""
-        names = list(self.clusters)
+        names = list(self.core.clusters)
         code_of = {name: k for k, name in enumerate(names)}
-        rules = [(cl.atu_s, cl.min_charge_s, self._plan_end.get(name, now)) for name, cl in self.clusters.items()]
+        rules = [(cl.atu_s, cl.min_charge_s, self.plan_end.get(name, now)) for name, cl in self.core.clusters.items()]
         ids, codes, ups, nts, rts, elapsed, lefts, marks = [], [], [], [], [], [], [], []
         nan = math.nan
-        for m in self.machines.values():
+        for m in self.core.machines.values():
             if m.state is c.MachineState.GONE:
                 continue
             code = code_of[m.cluster]
@@ -298,16 +400,16 @@ class Execution(EndGame):
                             np.array(lefts, dtype=float), np.array(marks, dtype=bool))
 
     def _tasks_not_started(self) -> int:
-        prefetched = sum(len(m.held) - m.running for m in self.live_machines())
-        return len(self._pending) + len(self._retry) + prefetched
+        prefetched = sum(len(m.held) - m.running for m in self.core.live_machines())
+        return len(self.core._pending) + len(self.core._retry) + prefetched
 
-    def _monitor(self, now: float) -> list[c.Action]:
+    def monitor(self, now: float) -> list[c.Action]:
         """§3.1 every monitoring interval: re-plan when N_e > N_p (+ dN), then keep to the budget."""
-        self._last_monitor = now
+        self.last_monitor = now
         views: MachineTable | None = self._views(now)
         assert views is not None
-        result = check(views, self._tasks_not_started(), self.billings, self._tau_e(),
-                       self._delta_n_allowed, spent_before=self._gone_spent(now),
+        result = check(views, self._tasks_not_started(), self.billings, self.tau_e(),
+                       self.delta_n_allowed, spent_before=self._gone_spent(now),
                        release_margin_s=self.settings.release_margin_s)
         actions: list[c.Action] = []
         if not result.ok:
@@ -315,11 +417,11 @@ class Execution(EndGame):
             new = self._replan_within(money, now, by=self._promised_end()) if money > 0 else None
             if new is not None and new != self.config:
                 reason = f"N_e {result.n_e} > N_p {result.n_p}" + (
-                    f" + dN {self._delta_n_allowed}" if self._delta_n_allowed else "")
-                self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason,
+                    f" + dN {self.delta_n_allowed}" if self.delta_n_allowed else "")
+                self.reconfigurations.append({"at_s": now - (self.core.started_at or 0.0), "reason": reason,
                                               "machines": dict(new)})
                 actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
-                actions.extend(self._move_to(new, now))
+                actions.extend(self.move_to(new, now))
                 views = None  # machines were marked or unmarked
         else:
             moved = self._speed_up(result.spent, now) if result.n_e < result.n_p and self._speeds_up() else []
@@ -327,20 +429,9 @@ class Execution(EndGame):
             if moved:
                 actions.extend(moved)
                 views = None
-        actions.extend(self._enforce_budget(now, views))
-        actions.append(WakeAt(self._next_check(now)))  # the next check, on time
+        actions.extend(self.enforce_budget(now, views))
+        actions.append(WakeAt(self.next_check(now)))  # the next check, on time
         return actions
-
-    def _boot_times(self) -> dict[str, float]:
-        """Each cluster's boot time: the median of its machines' (up - acquired) so far, or its
-        configured ``startup`` before any came up (0 when neither says)."""
-        boots: dict[str, float] = {}
-        for name, cl in self.clusters.items():
-            seen = [m.up_at - m.acquired_at for m in self.machines.values()
-                    if m.cluster == name and m.up_at is not None]
-            boots[name] = max(0.0, float(np.median(seen))) if seen else \
-                float(cl.options.get("startup", 0.0) or 0.0)
-        return boots
 
     def _speeds_up(self) -> bool:
         """Whether a run ahead of its plan may move to a faster configuration: on (``speed_up``)
@@ -363,25 +454,25 @@ class Execution(EndGame):
             return []
         if any(new.get(name, 0) < n for name, n in self.config.items()):
             return []  # it would let machines go: their running tasks could be cut off at the edge
-        if self.remaining < SPEED_UP_TASKS * sum(new.values()):
+        if self.core.remaining < SPEED_UP_TASKS * sum(new.values()):
             return []  # near the end a few long tasks decide the makespan, not the machines
-        planner = self._planner(self.remaining)
+        planner = self.policy._planner(self.core.remaining)
         running, faster = planner.estimate(self.config).makespan_s, planner.estimate(new).makespan_s
         if faster > running * (1.0 - SPEED_UP_GAIN):
             return []
         if not self._pays_for(new, money, now):
             return []
-        reason = f"ahead of plan: the budget left ends the {self.remaining} task(s) in {faster:.0f} s, not {running:.0f} s"
-        self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason, "machines": dict(new)})
-        return [Notify(f"re-planned ({reason}): {_machines_text(new)}"), *self._move_to(new, now)]
+        reason = f"ahead of plan: the budget left ends the {self.core.remaining} task(s) in {faster:.0f} s, not {running:.0f} s"
+        self.reconfigurations.append({"at_s": now - (self.core.started_at or 0.0), "reason": reason, "machines": dict(new)})
+        return [Notify(f"re-planned ({reason}): {_machines_text(new)}"), *self.move_to(new, now)]
 
     def _pays_for(self, new: Mapping[str, int], money: float, now: float) -> bool:
         """Whether ``money`` surely pays for moving up to ``new``, which keeps every machine up.
         What the faster plan saves on the machines up is not counted on: they are costed for the
         plan running now, the ones it adds for the new plan (boot and one more task included),
         every mean at the upper end of its interval."""
-        upper_means, boots = self._upper_means(now), self._boot_times()
-        upper = self._planner(self.remaining, upper_means)
+        upper_means, boots = self.policy._upper_means(now), self.policy._boot_times()
+        upper = self.policy._planner(self.core.remaining, upper_means)
         need, new_s = upper.estimate(self.config).cost, upper.estimate(new).makespan_s
         for name, n in new.items():
             added = n - self.config.get(name, 0)
@@ -401,10 +492,10 @@ class Execution(EndGame):
         it adds after their cluster's boot, the machines marked for release until they go, each
         task its cluster's mean (a task running counts as half of one)."""
         assert self.selected is not None
-        running = sum(m.running for m in self.live_machines())
+        running = sum(m.running for m in self.core.live_machines())
         n = max(1, self._tasks_not_started() + (running + 1) // 2)
         option = dataclasses.replace(self.selected, machines=dict(config), makespan_s=-1.0)
-        made = with_machines_up(option, planner.clusters, n, self._paid_left(now), self._boot_times())
+        made = with_machines_up(option, planner.clusters, n, self.policy._paid_left(now), self.policy._boot_times())
         return made.makespan_s if made.makespan_s >= 0 else math.inf
 
     def _catch_up(self, spent: float, now: float) -> list[c.Action]:
@@ -418,30 +509,30 @@ class Execution(EndGame):
         if not self.settings.catch_up or promised is None or self.budget is None or not any(self.config.values()):
             return []
         assert self.selected is not None
-        if self.remaining < SPEED_UP_TASKS * sum(self.config.values()):
+        if self.core.remaining < SPEED_UP_TASKS * sum(self.config.values()):
             return []  # near the end a few long tasks decide the makespan, not the machines
-        planner = self._planner(self.remaining)
+        planner = self.policy._planner(self.core.remaining)
         running = self._projected_s(planner, self.config, now)
         if now + running <= promised + CATCH_UP_SLACK * self.selected.makespan_s:
             return []
         money = self.budget + self.cushion - spent
-        boot = max(self._boot_times().values(), default=0.0)
+        boot = max(self.policy._boot_times().values(), default=0.0)
         new = planner.slowest_by(promised - now - boot, money, at_least=self.config)
         if new is None:
             new = planner.fastest_within(money)
             if new is None or any(new.get(name, 0) < n for name, n in self.config.items()):
                 return []
-        if new == self.config or self.remaining < SPEED_UP_TASKS * sum(new.values()):
+        if new == self.config or self.core.remaining < SPEED_UP_TASKS * sum(new.values()):
             return []
         faster = self._projected_s(planner, new, now)
         if now + faster > promised and faster > running * (1.0 - SPEED_UP_GAIN):
             return []
         if not self._pays_for(new, money, now):
             return []
-        reason = (f"behind plan: the {self.remaining} task(s) left would end {now + running - promised:.0f} s after "
+        reason = (f"behind plan: the {self.core.remaining} task(s) left would end {now + running - promised:.0f} s after "
                   f"the chosen makespan; {faster:.0f} s from now instead of {running:.0f} s")
-        self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason, "machines": dict(new)})
-        return [Notify(f"re-planned ({reason}): {_machines_text(new)}"), *self._move_to(new, now)]
+        self.reconfigurations.append({"at_s": now - (self.core.started_at or 0.0), "reason": reason, "machines": dict(new)})
+        return [Notify(f"re-planned ({reason}): {_machines_text(new)}"), *self.move_to(new, now)]
 
     def _replan_within(self, money: float, now: float, by: float | None = None) -> dict[str, int] | None:
         """The configuration a run short of money moves to: with room for the estimate's error,
@@ -455,12 +546,12 @@ class Execution(EndGame):
         are the means' (the upper means' stretched back to them), so that the run moves to what
         ends on time, not to what would if every task took its upper mean."""
         if not math.isfinite(money):
-            return self._planner(self.remaining).fastest_within(money)
-        upper, boots = self._upper_means(now), self._boot_times()
-        planner = self._planner(self.remaining, upper)
+            return self.policy._planner(self.core.remaining).fastest_within(money)
+        upper, boots = self.policy._upper_means(now), self.policy._boot_times()
+        planner = self.policy._planner(self.core.remaining, upper)
         stretch = 1.0  # the upper means' makespans against the means'
         if by is not None and any(self.config.values()):
-            plain_s = self._planner(self.remaining).estimate(self.config).makespan_s
+            plain_s = self.policy._planner(self.core.remaining).estimate(self.config).makespan_s
             stretch = planner.estimate(self.config).makespan_s / max(plain_s, 1e-9)
             if now + plain_s <= by and self._need(planner, self.config, upper, boots) <= money + 1e-9:
                 return dict(self.config)
@@ -486,7 +577,7 @@ class Execution(EndGame):
         planned = planner.estimate(config)
         extra = 0.0
         for name, n in config.items():
-            added = max(0, n - len(self.live_machines(name)) - self._requested[name])
+            added = max(0, n - len(self.core.live_machines(name)) - self.core._requested[name])
             if added:
                 billing = self.billings[name]
                 longer = billing.atus_paid(planned.makespan_s + boots[name] + upper.get(name, 0.0))
@@ -496,22 +587,22 @@ class Execution(EndGame):
     def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:
         """plan_releases with money reserved up to the next ceiling check (plus the margin)."""
         assert self.budget is not None
-        return plan_releases(self._views(now) if views is None else views, self.billings, self._tau_e(),
+        return plan_releases(self._views(now) if views is None else views, self.billings, self.tau_e(),
                              self.budget - self._reserved_for_requested(), self.cushion,
                              spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
                              horizon_s=self._horizons, running_first=True)
 
-    def _enforce_budget(self, now: float, views: MachineTable | None = None) -> list[c.Action]:
+    def enforce_budget(self, now: float, views: MachineTable | None = None) -> list[c.Action]:
         """Mark every machine whose next ATU(s) the money left cannot pay (plan_releases)."""
-        self._last_ceiling = now
+        self.last_ceiling = now
         if self.budget is None:
             return []
         plan = self._release_plan(now, views)
         actions: list[c.Action] = []
         for due in plan.release:
-            m = self.machines[due.machine]
+            m = self.core.machines[due.machine]
             if m.release_at is None:
-                actions.extend(self._mark(m, now, "the budget cannot pay its next ATU"))
+                actions.extend(self.mark(m, now, "the budget cannot pay its next ATU"))
         return actions
 
 

@@ -41,28 +41,9 @@ seeded RNG) with three phases:
    it to a sixth of the chosen option's makespan (never above §3.1's 5 minutes), so that short
    ATUs still re-plan several times per run.
 
-The ceiling. The budget is checked on its own clock, not once per monitoring interval (a 5-minute
-reservation made a 6 s ATU unaffordable). Where a cluster's ATU is longer than twice the release
-margin, each machine's next ATU is decided at its edge less the margin (a :class:`WakeAt` there),
-and :func:`bats.master.core.planning.monitor.plan_releases` reserves one ATU per kept machine;
-for shorter ATUs (per-second billing) the ceiling is checked every max(ATU, 5 s) and reserves
-what a machine begins until then plus the margin. Every monitoring check also checks it. Money
-is reserved out of budget + cushion - spent; machines that do not fit are let go before their
-next edge; a machine is acquired only if the same reservation for it fits as well (machines
-asked for and not acquired yet count as reserved). Machines whose running task is expected to
-end past their edge keep their reservation first. When the money is gone the run ends
-incomplete, and the reason gives the figures.
-
-Paid work is not thrown away. A task that would carry a machine past its edge is handed out only
-if the budget renews the machine (:meth:`BatsCore._decide_renewal`); if not, the machine is
-marked first and gets only tasks expected (the cluster's mean) to end before it is let go. A
-marked machine running a task when its moment comes stays until the task ends, at the latest
-until its edge less a tenth of the margin (at least 1 s, at most the margin; the time a release
-takes to stop the bill): that time is paid anyway, and long-tailed runtimes often end where the
-estimate said they would not. A release
-that cuts a running task off is the last resort; the report counts such tasks and the paid
-seconds they ran (``killed``). After sampling, machines whose edge is within the margin wait
-for the choice until the same moment, so that an option chosen at once keeps them.
+The budget ceiling (the money checked on its own clock, machines let go before an edge the money
+left does not pay) and how paid work is kept are described in :mod:`.execution`, the part that
+keeps them.
 
 With a budget given up front (``BatsSettings.budget``) the operator has chosen already: the
 sample is taken inside the execution phase (Fig. 4 lines 4-6, "implicit sampling"), the budget
@@ -85,6 +66,8 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from bats.common.config import ClusterConfig
 from bats.master import core as c
 from bats.master.core.base import handles
@@ -106,6 +89,7 @@ from ..planning.monitor import (
 from ..planning.paid_time import with_machines_up
 from ..planning.planner import LABELLED, ClusterPlan, Option, Planner, with_estimate_cushion
 from ..view import CoreView
+from .endgame import EndGame
 from .execution import Execution, _affordable, _machines_text
 from .sampling import Sample
 from .settings import EXECUTING, OFFERING, SAMPLING, BatsSettings, Choice, option_record
@@ -121,16 +105,13 @@ __all__ = [
 ]
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
-CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
-# a marked machine running a task stays until its edge less this share of the margin (at least 1 s):
-# the time a release takes to stop the bill, kept short so little paid time is cut off
-HARD_GUARD_SHARE = 0.1
 
 
 
 
-class BatsCore(Execution):
-    """The BaTS policy; see the module docstring."""
+class BatsCore(c.Core):
+    """The BaTS policy; see the module docstring. Its parts: :attr:`sample` (sampling's state),
+    :attr:`execution` (the money, the plan and its checks) and :attr:`endgame` (the end of the bag)."""
 
     name = "bats"
 
@@ -139,15 +120,14 @@ class BatsCore(Execution):
                         plan_estimates=self.plan_estimates, selected=self.selected, budget=self.budget,
                         cushion=self.cushion, cushion_accepted=self.cushion_accepted,
                         sampling_cost=self.sampling_cost, budget_up_front=self.settings.budget is not None,
-                        reconfigurations=self.reconfigurations, plan_end=self._plan_end,
+                        reconfigurations=self.reconfigurations, plan_end=self.execution.plan_end,
                         monitor_interval_s=self.settings.monitor_interval_s)
 
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: BatsSettings, **kwargs: Any) -> None:
         super().__init__(task_ids, clusters, rng, **kwargs)
         self.settings = settings
-        self.phase = SAMPLING
-        self.billings = {name: Billing(cl.atu_s, cl.price, cl.min_charge_s) for name, cl in clusters.items()}
+        self._enter(SAMPLING)
         self.sample_size = sample_size(self.remaining, settings.sampling.confidence, settings.sampling.error)
         self._active = dict.fromkeys(clusters)  # clusters that can still take part, in config order
         self._sampling_workers = {name: min(cl.initial_workers or settings.sampling.initial_workers, cl.max)
@@ -157,43 +137,50 @@ class BatsCore(Execution):
         self._sample_estimates: dict[str, RuntimeEstimate] = {}  # §2.1's T_i without them, for the cushion
         self._late_requests: dict[str, int] = {}  # machines sampling asked for, not acquired at the plan
         self._late_machines: list[str] = []  # ... and acquired since: their ATUs before the execution are sampling's
-        self._marked: dict[str, c.Machine] = {}
-        self._due_now = False  # a machine was marked for release at the current moment
-        self._short_of_money = False  # an acquisition was cut because the budget could not pay it
         # the plan
         self.estimates: dict[str, RuntimeEstimate] = {}
-        self.tail: TailEstimates | None = None
         self.options: list[Option] = []
         self.tasks_at_plan: int | None = None
         self.plan_estimates: dict[str, tuple[float, float]] = {}  # (mean_s, sd_s) the options used
-        self.selected: Option | None = None
-        self.budget: float | None = settings.budget
-        self.cushion = 0.0
-        self.cushion_accepted = settings.cushion_accepted
-        self._delta_n_allowed = 0
-        self.config: dict[str, int] = {}
-        self._plan_end: dict[str, float] = {}
         self.sampling_cost: float | None = None
-        self.reconfigurations: list[dict[str, Any]] = []
-        self._last_monitor = 0.0
-        self.execution_started_at: float | None = None  # the choice (or, with an up-front budget, the plan)
-        # the budget ceiling (see "The ceiling" in the module docstring): checked at every machine's
-        # edge less the margin where an ATU is longer than twice the margin, every max(ATU, 5 s)
-        # for the other clusters (per-second billing), and at every monitoring check
-        margin = settings.release_margin_s
-        self._monitor_s = settings.monitor_interval_s
-        short = [cl.atu_s for cl in clusters.values() if cl.atu_s <= 2 * margin]
-        self._ceiling_s = settings.ceiling_interval_s or (
-            min(settings.monitor_interval_s, max(min(short), CEILING_FLOOR_S)) if short else math.inf)
-        self._horizons = {name: (0.0 if cl.atu_s > 2 * margin else self._ceiling_s) for name, cl in clusters.items()}
-        self._last_ceiling = 0.0
-        self._ceiling_at = math.inf
-        self._guard_s = min(margin, max(1.0, margin * HARD_GUARD_SHARE))
-        self._release_edge: dict[str, float] = {}  # marked machine -> the edge of its paid time
-        self._held_to_edge: set[str] = set()  # marked machines kept past their moment for a task in paid time
+        self.execution = Execution(self, self, settings)  # the money, the plan and the budget ceiling
+        self.endgame = EndGame(self, self.execution, self.estimates)  # the end of the bag
         self._extra: list[c.Action] = []  # actions decided while handing out a task
         self.killed = 0  # running tasks cut off by a release
         self.killed_paid_s = 0.0  # the paid seconds they had run
+
+    def _enter(self, phase: str) -> None:
+        """The one place the phase changes: sampling, then offering, then executing."""
+        self.phase = phase
+
+    # the execution's figures that the views, reports and drivers read
+    @property
+    def budget(self) -> float | None:
+        return self.execution.budget
+
+    @property
+    def cushion(self) -> float:
+        return self.execution.cushion
+
+    @property
+    def cushion_accepted(self) -> bool:
+        return self.execution.cushion_accepted
+
+    @property
+    def selected(self) -> Option | None:
+        return self.execution.selected
+
+    @property
+    def config(self) -> dict[str, int]:
+        return self.execution.config
+
+    @property
+    def reconfigurations(self) -> list[dict[str, Any]]:
+        return self.execution.reconfigurations
+
+    @property
+    def execution_started_at(self) -> float | None:
+        return self.execution.execution_started_at
 
     # ------------------------------------------------------------ money
     def spent(self, now: float) -> float:
@@ -233,9 +220,9 @@ class BatsCore(Execution):
         counts = dict(self._sampling_workers)
         actions: list[c.Action] = []
         if self.budget is not None:  # implicit sampling: the ATUs begun before the first check must fit
-            counts = _affordable(counts, {name: self._reserve_new(name) for name in counts}, self.budget)
-            self._last_monitor = self._last_ceiling = now
-            actions.append(WakeAt(self._next_check(now)))
+            counts = _affordable(counts, {name: self.execution.reserve_new(name) for name in counts}, self.budget)
+            self.execution.last_monitor = self.execution.last_ceiling = now
+            actions.append(WakeAt(self.execution.next_check(now)))
         if self.max_machines is not None:  # the overall limit, shared round-robin so every cluster is sampled
             counts = _affordable(counts, dict.fromkeys(counts, 1.0), float(self.max_machines))
         n_lr = min(REPLICATED_TASKS, self.remaining)
@@ -256,7 +243,7 @@ class BatsCore(Execution):
             self._requested[name] += n
             actions.append(c.Acquire(name, n))
         if not any(isinstance(a, c.Acquire) for a in actions):
-            cheapest = min(self._reserve_new(name) for name in counts) if counts else 0.0
+            cheapest = min(self.execution.reserve_new(name) for name in counts) if counts else 0.0
             self.finished = c.Finish("incomplete", f"the budget ({self.budget:g}) does not pay one machine up to "
                                      f"the first budget check ({cheapest:g} at least)")
             return [self.finished]
@@ -264,44 +251,26 @@ class BatsCore(Execution):
 
     def _next_task(self, machine: c.Machine) -> int | None:
         if machine.release_at is None and self.phase == EXECUTING:
-            self._extra.extend(self._decide_renewal(machine))
-        if machine.release_at is not None and not self._fits_before_release(machine):
+            self._extra.extend(self.execution.decide_renewal(machine))
+        if machine.release_at is not None and not self.execution.fits_before_release(machine):
             if self._now >= machine.release_at - 1e-9:
-                self._due_now = True  # let it go in this event (unless a task in paid time runs on)
+                self.execution.due_now = True  # let it go in this event (unless a task in paid time runs on)
             return None
         if self.phase == SAMPLING:
             todo = self.sample.todo.get(machine.cluster)
             if todo:
                 return todo.pop()
-            task = super()._next_task(machine)
+            task = self._take(machine)
             if task is not None and self.sample.still_wanted():
                 self.sample.running.add(task)
             return task
-        return super()._next_task(machine)
+        return self._take(machine)
 
-    def _decide_renewal(self, machine: c.Machine) -> list[c.Action]:
-        """Before a task that would carry ``machine`` past its edge is handed out: does the budget
-        pay its next ATU? If not, mark it now (it then gets only tasks that end in paid time)
-        instead of finding out at the edge and cutting the task off."""
-        estimate = self.estimates.get(machine.cluster)
-        if self.budget is None or estimate is None or machine.state is not c.MachineState.UP:
-            return []
-        now = self._now
-        mean = estimate.mean_s
-        if now + machine.rounds_to_end() * mean <= self._edge(machine, now) - self.settings.release_margin_s:
-            return []  # it ends in paid time
-        if self._kept_by_budget(machine.id, now):
-            return []
-        return self._mark(machine, now, "the budget cannot pay its next ATU")
-
-    def _fits_before_release(self, machine: c.Machine) -> bool:
-        if machine.release_at is not None and self._now >= machine.release_at - 1e-9:
-            return False  # due: it is let go now
-        estimate = self.estimates.get(machine.cluster)
-        if estimate is None or machine.release_at is None:
-            return True
-        mean = estimate.mean_s
-        return self._now + machine.rounds_to_end() * mean <= machine.release_at
+    def _take(self, machine: c.Machine) -> int | None:
+        """The bag's next task for ``machine``; in the execution, the end game's say first."""
+        if self.phase != EXECUTING or not self.estimates:
+            return super()._next_task(machine)
+        return self.endgame.next_task(machine, super()._next_task)
 
     def _return_task(self, task: int, attempt: int, machine: c.Machine) -> None:
         if task in self.sample.replicas:  # a copy: its cluster runs it again, on another machine
@@ -311,7 +280,7 @@ class BatsCore(Execution):
                 self._close_copy(task)
             return
         self.sample.running.discard(task)
-        super()._return_task(task, attempt, machine)
+        self.endgame.return_task(task, attempt, machine, super()._return_task)
 
     def _close_copy(self, task: int) -> None:
         """One copy of a replicated task will not run; with none left and no success, the task
@@ -331,7 +300,7 @@ class BatsCore(Execution):
             last = self.sample.close_copy(task)
             if self._status[task] == c.RUNNING:
                 if ev.exit_code == 0 and not ev.timed_out:
-                    return super()._settle(machine, ev)  # the first copy that succeeds is the result
+                    return self.endgame.settle(machine, ev, super()._settle)  # the first copy that succeeds is the result
                 if last:  # no copy succeeded: an ordinary failure (retried if retries allow)
                     return self._attempt_failed(machine, ev)
             return []
@@ -339,7 +308,7 @@ class BatsCore(Execution):
             self.sample.record(task, machine.cluster, runtime)
         elif self.phase == SAMPLING:
             self._unsampled[machine.cluster].append(runtime)
-        return super()._settle(machine, ev)
+        return self.endgame.settle(machine, ev, super()._settle)
 
     def _after_result(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
         if self.phase == SAMPLING and self.remaining > 0:
@@ -367,7 +336,7 @@ class BatsCore(Execution):
             # the long tasks still running weighed in and the short ones already done did not)
             for runtime in self._unsampled.get(name, ()):
                 self.estimates[name].add_finished(runtime)
-        self.tail = TailEstimates.from_samples(samples)
+        self.execution.tail = TailEstimates.from_samples(samples)
         self.sampling_cost = self.spent(now)
         self._late_requests = {name: n for name, n in self._requested.items() if n}
         self.tasks_at_plan = self.remaining
@@ -382,7 +351,7 @@ class BatsCore(Execution):
             return [self._stop(f"planning failed: {exc}")]
         if not self.options:
             return [self._stop("no cluster can run the remaining tasks")]
-        self.phase = OFFERING
+        self._enter(OFFERING)
         if self.settings.budget is not None:  # implicit sampling: the operator chose already
             option = planner.schedule_within(max(0.0, self._money_left(now)), label="budget",
                                              max_raise=self.settings.max_raise)
@@ -394,7 +363,7 @@ class BatsCore(Execution):
             return self._start_execution(now, option, self.cushion_accepted, keep_budget=True)
         actions: list[c.Action] = []
         for machine in self.live_machines():
-            actions.extend(self._mark(machine, now, "sampling done: released at the end of its ATU",
+            actions.extend(self.execution.mark(machine, now, "sampling done: released at the end of its ATU",
                                       wait_for_choice=True))
         actions.append(OfferOptions(tuple(self.options), self.remaining, dict(self.plan_estimates),
                                     {name: tuple(e.sample) for name, e in self.estimates.items()}))
@@ -445,7 +414,7 @@ class BatsCore(Execution):
         (until its release, or its edge less the release margin): what the options credit."""
         left: dict[str, list[float]] = {}
         for m in self.live_machines():
-            until = m.release_at if m.release_at is not None else self._edge(m, now) - self.settings.release_margin_s
+            until = m.release_at if m.release_at is not None else self.execution.edge(m, now) - self.settings.release_margin_s
             left.setdefault(m.cluster, []).append(max(0.0, until - now))
         return left
 
@@ -529,11 +498,11 @@ class BatsCore(Execution):
         old = self.prices[ev.cluster]
         super()._on_price_changed(ev)
         cl = self.clusters[ev.cluster]
-        self.billings[ev.cluster] = Billing(cl.atu_s, ev.price, cl.min_charge_s)
+        self.execution.billings[ev.cluster] = Billing(cl.atu_s, ev.price, cl.min_charge_s)
         if self.phase == OFFERING and ev.price != old:
             return self._reoffer(ev, old)
         if self.phase == SAMPLING and self.budget is not None and ev.price != old:
-            return self._enforce_budget(ev.now)  # an up-front budget pays the sampling: reserve at the new price
+            return self.execution.enforce_budget(ev.now)  # an up-front budget pays the sampling: reserve at the new price
         if self.phase != EXECUTING or self.remaining == 0 or ev.price == old:
             return []
         now = ev.now
@@ -545,8 +514,8 @@ class BatsCore(Execution):
             self.reconfigurations.append({"at_s": now - (self.started_at or 0.0), "reason": reason,
                                           "machines": dict(new)})
             actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
-            actions.extend(self._move_to(new, now))
-        actions.extend(self._enforce_budget(now))
+            actions.extend(self.execution.move_to(new, now))
+        actions.extend(self.execution.enforce_budget(now))
         return actions
 
     def _reoffer(self, ev: c.PriceChanged, old: float) -> list[c.Action]:
@@ -617,27 +586,55 @@ class BatsCore(Execution):
                             + f" (offered: {_machines_text(option.machines)}, {option.makespan_s:.0f} s, "
                             f"budget {option.budget:g})")]
 
+    # ------------------------------------------------------------ phase 3: the execution
+    def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
+                         keep_budget: bool) -> list[c.Action]:
+        self._enter(EXECUTING)
+        return self.execution.start(now, option, cushion_accepted, keep_budget=keep_budget)
+
+    def _monitor(self, now: float) -> list[c.Action]:
+        """The plan's check every monitoring interval (a policy of its own overrides it)."""
+        return self.execution.monitor(now)
+
+    def _boot_times(self) -> dict[str, float]:
+        """Each cluster's boot time: the median of its machines' (up - acquired) so far, or its
+        configured ``startup`` before any came up (0 when neither says)."""
+        boots: dict[str, float] = {}
+        for name, cl in self.clusters.items():
+            seen = [m.up_at - m.acquired_at for m in self.machines.values()
+                    if m.cluster == name and m.up_at is not None]
+            boots[name] = max(0.0, float(np.median(seen))) if seen else \
+                float(cl.options.get("startup", 0.0) or 0.0)
+        return boots
+
+
+    def _retire(self, machine: c.Machine, now: float, reason: str) -> None:
+        self.execution.forget(machine)
+        super()._retire(machine, now, reason)
+
     # ------------------------------------------------------------ time
     def _on_tick(self, ev: c.Tick) -> list[c.Action]:
         now = ev.now
         actions = super()._on_tick(ev)
+        if self.phase == EXECUTING and self.finished is None and self.estimates:
+            actions.extend(self.endgame.feed_waiting())
         if self.finished is not None:
             return actions
         if self.phase == SAMPLING:
             self._drop_stranded_clusters()
             actions.extend(self._end_sampling_if_complete(now))
         actions.extend(self._release_marked(now, idle_too=True))
-        interval_over = now - self._last_monitor >= self._monitor_s - 1e-9
-        ceiling_due = now >= self._ceiling_at - 1e-9
+        interval_over = now - self.execution.last_monitor >= self.execution.monitor_s - 1e-9
+        ceiling_due = now >= self.execution.ceiling_at - 1e-9
         if self.phase == EXECUTING and self.remaining > 0 and (interval_over or not self._live):
             actions.extend(self._monitor(now))
         elif self.phase == EXECUTING and self.remaining > 0 and ceiling_due:
-            actions.extend(self._enforce_budget(now))  # the ceiling between two plan checks
-            actions.append(WakeAt(self._next_check(now)))
+            actions.extend(self.execution.enforce_budget(now))  # the ceiling between two plan checks
+            actions.append(WakeAt(self.execution.next_check(now)))
         elif self.phase == SAMPLING and self.budget is not None and (ceiling_due or interval_over):
-            self._last_monitor = now  # implicit sampling spends the budget too
-            actions.extend(self._enforce_budget(now))
-            actions.append(WakeAt(self._next_check(now)))
+            self.execution.last_monitor = now  # implicit sampling spends the budget too
+            actions.extend(self.execution.enforce_budget(now))
+            actions.append(WakeAt(self.execution.next_check(now)))
         actions.extend(self._release_marked(now))  # the checks may have marked machines due now
         actions.extend(self._finish_if_stranded(now))
         return actions
@@ -645,18 +642,18 @@ class BatsCore(Execution):
     def _release_marked(self, now: float, *, idle_too: bool = False) -> list[c.Action]:
         """Let go every marked machine whose moment has come (and, with ``idle_too``, every idle
         one that cannot fit another task before it)."""
-        self._due_now = False
+        self.execution.due_now = False
         actions: list[c.Action] = []
-        for m in list(self._marked.values()):
+        for m in list(self.execution.marked.values()):
             if m.state is c.MachineState.GONE:
                 continue
             due = m.release_at is not None and now >= m.release_at - 1e-9
-            if due and m.held and self._ends_in_paid_time(m, now):
-                if m.id not in self._held_to_edge:  # its task ends before the edge: let it finish
-                    self._held_to_edge.add(m.id)
-                    actions.append(WakeAt(self._hard_release(m)))
+            if due and m.held and self.execution.ends_in_paid_time(m, now):
+                if m.id not in self.execution.held_to_edge:  # its task ends before the edge: let it finish
+                    self.execution.held_to_edge.add(m.id)
+                    actions.append(WakeAt(self.execution.hard_release(m)))
                 continue
-            if due or (idle_too and not m.held and not self._fits_before_release(m)):
+            if due or (idle_too and not m.held and not self.execution.fits_before_release(m)):
                 for started in m.started:  # every busy slot's task is cut off
                     if now > started:
                         self.killed += 1
@@ -665,20 +662,6 @@ class BatsCore(Execution):
                 actions.extend(self._requeue_held(m))
                 self._retire(m, now, m.release_reason)
         return actions
-
-    def _hard_release(self, m: c.Machine) -> float:
-        """The last moment a marked machine may stay: just before the edge of its paid time."""
-        edge = self._release_edge.get(m.id)
-        if edge is None:  # marked by a policy of its own: the edge of the ATU its release time falls in
-            at = m.release_at if m.release_at is not None else self._now
-            edge = m.acquired_at + self.billings[m.cluster].paid_until(max(0.0, at - m.acquired_at))
-        return edge - self._guard_s
-
-    def _ends_in_paid_time(self, m: c.Machine, now: float) -> bool:
-        """Whether ``m`` goes on with its running task until its hard release: that time is paid
-        for anyway, so the task may use it to end (long-tailed runtimes often end where the mean
-        says they would not, and a task cut off now would have to start over elsewhere)."""
-        return m.running_since is not None and now < self._hard_release(m) - 1e-9
 
     def _after_event(self, event: c.Event, actions: list[c.Action]) -> None:
         if isinstance(event, c.MachineAcquired) and self._late_requests.get(event.cluster) and \
@@ -691,11 +674,11 @@ class BatsCore(Execution):
                 actions[:0] = extra
         if isinstance(event, (c.MachineAcquired, c.MachineCameLate)) and self.budget is not None and \
                 self.finished is None and event.machine in self.machines:  # its first edge may come before the next check
-            at = self._decision_point(self.machines[event.machine], event.now)
-            if at < self._ceiling_at - 1e-9:
-                self._ceiling_at = at
+            at = self.execution.decision_point(self.machines[event.machine], event.now)
+            if at < self.execution.ceiling_at - 1e-9:
+                self.execution.ceiling_at = at
                 actions.append(WakeAt(at))
-        if self._due_now and self.finished is None:  # marked at an edge already within the margin:
+        if self.execution.due_now and self.finished is None:  # marked at an edge already within the margin:
             actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
             actions.extend(self._finish_if_stranded(event.now))
 
@@ -740,14 +723,14 @@ class BatsCore(Execution):
         else:
             return []
         have = sum(1 for m in self.live_machines(name) if m.release_at is None) + self._requested[name]
-        return self._acquire(name, want - have, now) if have < want else []
+        return self.execution.acquire(name, want - have, now) if have < want else []
 
     def _finish_if_stranded(self, now: float) -> list[c.Action]:
         if self.remaining == 0 or self._live or any(self._requested.values()):
             return []
         if self.phase == OFFERING:
             return []  # waiting for the operator's choice
-        if self.budget is not None and (self._short_of_money or any(
+        if self.budget is not None and (self.execution.short_of_money or any(
                 m.release_reason.startswith("the budget") for m in self.machines.values())):
             spent = round(self._spent_under_budget(now), 6)  # money to the micro-dollar, not float noise
             left = round(max(0.0, self.budget + self.cushion - spent), 6)
@@ -774,6 +757,7 @@ class BatsCore(Execution):
 
     def report(self, now: float) -> dict:
         figures = super().report(now)
+        figures["endgame"] = self.endgame.report()
         total = figures["cost"]["total"]
         sampling = self._sampling_cost_now() if self.sampling_cost is not None else total
         # rounded to the planner's money resolution (1e-9): a difference of two large float sums

@@ -183,7 +183,7 @@ class DeadlineCore(BatsCore):
             self.plans.append(self._plan_record(plan, now, "after sampling", True))
             self.plan = plan
             return actions + self._give_up(now, "stopped after the plan (--plan-only)")
-        self.phase = EXECUTING
+        self._enter(EXECUTING)
         return actions + self._adopt(plan, now, "after sampling", True)
 
     def _plan_text(self, plan: DeadlinePlan, now: float) -> str:
@@ -218,7 +218,7 @@ class DeadlineCore(BatsCore):
         if len(self.plans) > 1:
             self.reconfigurations.append({"at_s": self._elapsed(now), "reason": reason,
                                           "machines": plan.initial()})
-        self._last_monitor = now
+        self.execution.last_monitor = now
         return self._apply_plan(now) + [WakeAt(now + self.settings.monitor_interval_s)]
 
     def _apply_plan(self, now: float) -> list[c.Action]:
@@ -239,16 +239,16 @@ class DeadlineCore(BatsCore):
                 for m in sorted((m for m in live if m not in kept), key=lambda m: -(m.release_at or 0.0)):
                     if have >= want:
                         break
-                    self._unmark(m)
+                    self.execution.unmark(m)
                     kept.append(m)
                     have += 1
                 if have < want:
-                    actions.extend(self._acquire(name, want - have, now))
+                    actions.extend(self.execution.acquire(name, want - have, now))
             for rank, m in enumerate(sorted(kept, key=lambda m: (m.acquired_at, m.id)), start=1):
                 end = plan.slot_end(name, rank)
                 if end >= plan.finish_s - _EPS:  # the slot runs until the work is done: kept to the end
                     if m.release_at is not None:
-                        self._unmark(m)
+                        self.execution.unmark(m)
                         actions.extend(self._feed(m))
                     continue
                 actions.extend(self._mark_at(m, self._edge_after(m, self.plan_start + end), now))
@@ -266,9 +266,9 @@ class DeadlineCore(BatsCore):
             return []
         m.release_at = at
         m.release_reason = STOPPED_BY_PLAN
-        self._marked[m.id] = m
+        self.execution.marked[m.id] = m
         if at <= now + _EPS:
-            self._due_now = True
+            self.execution.due_now = True
         return [WakeAt(at)]
 
     def capacity(self, now: float) -> float:
@@ -298,7 +298,7 @@ class DeadlineCore(BatsCore):
 
     def _monitor(self, now: float) -> list[c.Action]:
         """Every monitoring interval: re-plan with the ILP when the plan falls behind."""
-        self._last_monitor = now
+        self.execution.last_monitor = now
         actions: list[c.Action] = []
         can = self.capacity(now)
         behind = self.plan is None or can < self.remaining - _EPS
@@ -324,7 +324,7 @@ class DeadlineCore(BatsCore):
     def _release_marked(self, now: float, *, idle_too: bool = False) -> list[c.Action]:
         wake: list[c.Action] = []
         if self.plans and not self.plans[-1]["meets_deadline"]:  # see the docstring, 3.
-            for m in self._marked.values():
+            for m in self.execution.marked.values():
                 if (m.held and m.release_reason == STOPPED_BY_PLAN and m.state is not c.MachineState.GONE
                         and m.release_at is not None and now >= m.release_at - _EPS):
                     margin = self.settings.release_margin_s
@@ -347,7 +347,7 @@ class DeadlineCore(BatsCore):
         old = self.prices[ev.cluster]
         c.Core._on_price_changed(self, ev)
         cl = self.clusters[ev.cluster]
-        self.billings[ev.cluster] = Billing(cl.atu_s, ev.price, cl.min_charge_s)
+        self.execution.billings[ev.cluster] = Billing(cl.atu_s, ev.price, cl.min_charge_s)
         if self.phase != EXECUTING or self.remaining == 0 or ev.price == old:
             return []
         plan, met = self._solve(ev.now)
@@ -367,7 +367,7 @@ class DeadlineCore(BatsCore):
         have = sum(1 for m in self.live_machines(name)
                    if m.release_at is None or m.release_reason == STOPPED_BY_PLAN) + self._requested[name]
         want = self.config.get(name, 0)
-        return self._acquire(name, want - have, now) if have < want else []
+        return self.execution.acquire(name, want - have, now) if have < want else []
 
     def _finish_if_stranded(self, now: float) -> list[c.Action]:
         """The plan let every machine go with tasks left: plan again rather than give up."""
