@@ -6,11 +6,19 @@ n_s and the replicated tasks. When task runtimes are known, from an earlier run 
 ``--state-dir`` (:mod:`bats.master.state.earlier`) or from ``--guess-runtime``, a second core plans
 from them as a resumed run plans from an earlier session's sample, and its options table is shown:
 the options the operator would choose from, priced by the same planner. Nothing is written.
+
+With runtimes known, the sampling phase is also run in virtual time (:mod:`bats.master.sim.driver`, the
+same core, every task taking its cluster's mean runtime), so the sampling cost shown is the one the
+run would pay, not only its first ATUs. ``--budget`` pays for the sampling too (implicit sampling,
+seed 000 Fig. 4): its line is the simulated run's, from the sampling to the option the money left buys
+and whether the bag would end, so a budget the sampling eats is said to be short before it is spent.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import random
 
 from bats.common.config import Config
@@ -79,13 +87,17 @@ def dry_run(args: argparse.Namespace, bag: Bag, config: Config, choice) -> int:
                  "more when the sample takes longer)")
     runtimes, said = _known_runtimes(args, bag, config, guesses)
     lines.extend(said)
+    sampled = _simulated_sampling(bag, config, choice, runtimes) if choice.policy == "bats" else None
+    if sampled is not None:
+        lines.append(f"  sampling costs about {sampled:.{places}f} with these runtimes (simulated: every ATU "
+                     "the sampling machines begin until the sample is complete)")
     if choice.policy != "bats":
         lines.append(f"(--dry-run shows BaTS's options; the {choice.policy} plan is made once the sample is measured)")
     if choice.policy != "bats" or not runtimes:
         emit("\n".join(lines))
         return 0
     try:
-        lines.extend(_options(bag, config, choice, runtimes, sample_size))
+        lines.extend(_options(bag, config, choice, runtimes, sample_size, sampled))
     except ValueError as exc:
         lines.append(f"no options: {exc}")
     emit("\n".join(lines))
@@ -125,9 +137,11 @@ def _known_runtimes(args, bag: Bag, config: Config, guesses: dict[str, float]):
     return runtimes, said
 
 
-def _options(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]], sample_size: int) -> list[str]:
+def _options(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]], sample_size: int,
+             sampled: float | None) -> list[str]:
     """The options the real core offers when it plans from ``runtimes`` after a sample of
-    ``sample_size`` tasks, and which one the choice flags would take."""
+    ``sample_size`` tasks, and which one the choice flags would take (``--budget``: the simulated
+    run's choice, from what the budget has left after ``sampled``)."""
     from bats.master import core as c
     from bats.master.core.bats.policy import BatsCore
     from bats.master.core.bats.settings import Choice
@@ -147,16 +161,112 @@ def _options(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]],
     shown = list(offer.options) if choice.all_options else spread(offer.options)
     lines = [format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown),
                             profit=core_profitability(core))]
-    if isinstance(core, BatsCore) and (choice.schedule is not None or choice.budget is not None):
+    if isinstance(core, BatsCore) and choice.budget is not None:
+        lines.extend(_budget_run(bag, config, choice, runtimes, offer.options, sampled))
+    elif isinstance(core, BatsCore) and choice.schedule is not None:
         try:
-            picked = core.choose(choice.schedule) if choice.schedule else core.option_within(choice.budget)
+            picked = core.choose(choice.schedule)
         except ValueError as exc:
             lines.append(f"the choice flags would stop the run: {exc}")
         else:
-            flag = f"--schedule {choice.schedule}" if choice.schedule else f"--budget {choice.budget:g}"
-            machines = ", ".join(f"{n} x {name}" for name, n in picked.machines.items() if n)
             same = [o.id for o in offer.options if o.machines == picked.machines]
-            lines.append(f"{flag} would run {'option ' + str(same[0]) if same else 'the configuration'} "
-                         f"({machines}): about {format_duration(picked.makespan_s)} for {picked.cost:g}"
-                         + (" after the sampling, paid from the same budget" if choice.budget is not None else ""))
+            paid = f"; the sampling (about {sampled:g}) is paid apart" if sampled is not None else ""
+            lines.append(f"--schedule {choice.schedule} would run "
+                         f"{'option ' + str(same[0]) if same else 'the configuration'} ({_machines(picked.machines)}):"
+                         f" about {format_duration(picked.makespan_s)} for {picked.cost:g}{paid}")
     return lines
+
+
+def _machines(machines) -> str:
+    return ", ".join(f"{n} x {name}" for name, n in machines.items() if n)
+
+
+# A bag this long is simulated only up to the end of its sampling (the dry run stays quick).
+SIMULATED_TASKS = 200_000
+
+
+def _simulator(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]], **changes):
+    """A simulated run of the bag on ``config``, every task on a cluster taking that cluster's mean
+    runtime from ``runtimes`` (the base runtime is 1 s, each cluster's speed its inverse); None when
+    some cluster has no runtime."""
+    from bats.master.core.bats.settings import Choice
+    from bats.master.core.registry import build_core
+    from bats.master.sim.driver import Simulator
+
+    if any(name not in runtimes for name in config.clusters):
+        return None
+    clusters = {}
+    for name, cl in config.clusters.items():
+        mean = sum(runtimes[name]) / len(runtimes[name])
+        options = {key: value for key, value in cl.options.items() if key != "slowdown"}
+        # a speed of exactly 1 means "ask slowdown" to the simulator: without slowdown it is 1 anyway
+        clusters[name] = dataclasses.replace(cl, speed=1.0 / mean, options=options)
+    simulated = dataclasses.replace(config, clusters=clusters)
+    sim_choice = Choice(policy="bats", planner=choice.planner, cushion=choice.cushion, **changes)
+    core = build_core(bag.task_ids, simulated, random.Random(0), sim_choice,
+                      boot_timeout_s=config.master.boot_timeout_s, max_held=config.master.worker_capacity,
+                      adaptive_prefetch=config.master.prefetch is None)
+    return Simulator(core, simulated, [0.0] + [1.0] * max(bag.task_ids, default=0), choice=sim_choice)
+
+
+def _simulated_sampling(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]]) -> float | None:
+    """What the sampling phase costs when tasks take the mean runtimes known (None if some cluster's
+    runtime is unknown)."""
+    sim = _simulator(bag, config, choice, runtimes, plan_only=True)
+    if sim is None:
+        return None
+    sim.run()
+    cost = sim.core.view().sampling_cost
+    return None if cost is None else float(cost)
+
+
+def _budget_run(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]], offered,
+                sampled: float | None) -> list[str]:
+    """``--budget``: the run simulated with the known runtimes: the sampling it pays, the option the
+    money left buys and how the run would end."""
+    flag = f"--budget {choice.budget:g}"
+    sim = _simulator(bag, config, choice, runtimes, budget=choice.budget,
+                     plan_only=len(bag) > SIMULATED_TASKS)
+    if sim is None:
+        return [f"{flag}: the budget pays for the sampling too; give every cluster a runtime to see what is left"]
+    finish = sim.run()
+    report = sim.core.report(sim.now)
+    sampling = report["cost"]["sampling"]
+    selected = sim.core.view().selected
+    if selected is None:
+        return [f"{flag} would pay about {sampling:g} for the sampling and stop there: {finish.reason}"]
+    same = [o.id for o in offered if o.machines == selected.machines]
+    what = f"the configuration of option {same[0]}" if same else "the configuration"
+    left = max(0.0, choice.budget - sampling)
+    if selected.cost > left + 1e-9:
+        lines = [f"{flag} would pay about {sampling:g} for the sampling; the {left:g} left pays for no configuration, "
+                 f"so it would run {what} ({_machines(selected.machines)}) as far as the money goes"]
+    else:
+        lines = [f"{flag} would pay about {sampling:g} for the sampling, then run {what} "
+                 f"({_machines(selected.machines)}) with the {left:g} left: about "
+                 f"{format_duration(selected.makespan_s)} for {selected.cost:g}"]
+    if len(bag) > SIMULATED_TASKS:
+        return lines
+    tasks = report["tasks"]
+    if finish.status == "done":
+        lines.append(f"  simulated: the bag ends in about {format_duration(report['makespan_s'])}, "
+                     f"{report['cost']['total']:g} spent in all")
+        return lines
+    lines.append(f"  simulated: the run ends INCOMPLETE, {tasks['not_run']} of {tasks['total']} task(s) not run "
+                 f"({report['cost']['total']:g} spent)")
+    enough = _least_budget(bag, config, choice, runtimes, (sampled or sampling) + min((o.cost for o in offered), default=0.0))
+    if enough is not None:
+        lines.append(f"  a budget of {enough:g} would end the bag (simulated with the same runtimes)")
+    return lines
+
+
+def _least_budget(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]], start: float) -> float | None:
+    """The first of a few budgets from ``start`` up (10 % apart, rounded up to a whole amount) whose
+    simulated run ends the bag; None when none of them does."""
+    amount = float(math.ceil(start))
+    for _ in range(8):
+        sim = _simulator(bag, config, choice, runtimes, budget=amount)
+        if sim is not None and sim.run().status == "done":
+            return amount
+        amount = float(math.ceil(amount * 1.1))
+    return None

@@ -99,3 +99,25 @@ def test_bad_dry_runs_are_one_line_exit_2(tmp_path: Path):
         proc = _master(tmp_path, *args)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, (args, proc.stderr)
+
+
+def test_a_budget_pick_pays_the_sampling_it_shows_first(tmp_path: Path):
+    """--budget pays for the sampling (implicit sampling): the dry run's pick is the simulated run's,
+    made with what the sampling leaves, and a budget the sampling eats is said to end incomplete."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "local-clouds.toml"
+    write_bag(tmp_path / "tasks.txt", ["sleep 1"] * 100)
+    proc = _master(tmp_path, "--dry-run", "--bag", "tasks.txt", "--config", str(example), "--guess-runtime", "1s",
+                   "--budget", "30")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "sampling costs at least 12.00" in out
+    # two machines per cluster run the 24 sampled tasks (7 on every cluster): 2 ATUs each
+    assert "sampling costs about 24.00 with these runtimes" in out
+    assert "--budget 30 would pay about 24 for the sampling; the 6 left pays for no configuration" in out
+    assert "simulated: the run ends INCOMPLETE, 22 of 100 task(s) not run (30 spent)" in out
+    enough = next(line for line in out.splitlines() if "would end the bag" in line)
+    amount = float(enough.split("a budget of ")[1].split()[0])
+    proc = _master(tmp_path, "--dry-run", "--bag", "tasks.txt", "--config", str(example), "--guess-runtime", "1s",
+                   "--budget", f"{amount:g}")
+    assert "simulated: the bag ends in about" in proc.stdout, proc.stdout
+    assert f"--budget {amount:g} would pay about 24 for the sampling, then run" in proc.stdout
