@@ -370,9 +370,10 @@ def run(args: argparse.Namespace) -> int:
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
                 len(finished), len(bag))
         view = None if args.quiet else LiveView(log_every_s=_log_every(core))
-        earlier_spent = sum(row["cost"] for row in journal.machines() if row["session"] < session)
+        from bats.master.views.money import earlier
+
         watch = Watch(clock.now(), core.done + core.failed, view, _control(args.state_dir, journal.run_id),
-                      earlier_spent, earlier_sampling=earlier_spent if prior_sample else 0.0)
+                      earlier_run=earlier(journal.meta, journal.machines(), session))
         if dashboard is not None:
             dashboard.figures = watch.current
         chooser = None
@@ -447,9 +448,10 @@ def _nothing_to_resume(args: argparse.Namespace) -> int:
 
 def _prior_sample(journal, choice, session: int) -> dict[str, tuple[float, ...]] | None:
     """The sample an earlier session measured, for a BaTS run that stopped before its choice (say
-    after ``--plan-only``): planned from again, not paid for twice. None when there is none."""
+    after ``--plan-only``) or during its execution: planned from again, not paid for twice (a chosen
+    plan goes on with its budget left, :func:`_resumed_choice`). None when there is none."""
     sample = journal.meta.get("sample")
-    if session <= 1 or choice.policy != "bats" or journal.meta.get("plan") or not isinstance(sample, dict):
+    if session <= 1 or choice.policy != "bats" or not isinstance(sample, dict):
         return None
     sets = sample.get("sets")
     if not isinstance(sets, dict):
@@ -581,7 +583,7 @@ def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -
                         name, len(found), ", ".join(sorted(found)))
         found_by_cluster[name] = found
     bill_leftovers(journal, config, found_by_cluster, clock.now(), session)
-    settle_earlier_sessions(journal, session, set(found_by_cluster))
+    settle_earlier_sessions(journal, session, set(found_by_cluster), config)
 
 
 def cleanup(argv: Sequence[str]) -> int:

@@ -555,6 +555,20 @@ class Journal:
                 counts[row[4]] = (n + 1, rt + (row[3] or 0.0))
         return counts
 
+    def last_result_by_machine(self) -> dict[str, float]:
+        """Per machine id, when its last result was recorded (``finished_at``, the master's clock)."""
+        with self._lock:
+            conn = self._require_open()
+            try:
+                rows = conn.execute("SELECT machine, max(finished_at) FROM results GROUP BY machine").fetchall()
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from None
+            last = {machine: float(at) for machine, at in rows if at is not None}
+            for row in self._pending_results.values():
+                if row[9] is not None:
+                    last[row[4]] = max(last.get(row[4], float(row[9])), float(row[9]))
+        return last
+
     def machines(self) -> list[dict[str, Any]]:
         """Every machine of every session, ordered by session, acquisition time and id."""
         with self._lock:

@@ -84,26 +84,37 @@ def bill_leftovers(journal: Journal, config: Config, found: dict[str, dict[str, 
     return added
 
 
-def settle_earlier_sessions(journal: Journal, before_session: int, answered: set[str]) -> int:
+def settle_earlier_sessions(journal: Journal, before_session: int, answered: set[str],
+                            config: Config | None = None) -> int:
     """Bring the rows of machines of sessions before ``before_session`` up to date with the results
     they delivered, and mark those still up as gone where their cluster's clean-up ``answered`` (a
     cluster that did not may still have them running: they stay up, to be charged when it does);
-    returns how many rows changed."""
+    returns how many rows changed. A machine was up at least until its last result: its uptime
+    reaches that far, and (with ``config``) every ATU begun until then is charged."""
     runs = journal.runs_by_machine()
+    last = journal.last_result_by_machine()
     changed = 0
     for row in journal.machines():
         if row["session"] >= before_session:
             continue
         nt, rt = runs.get(row["machine_id"], (0, 0.0))
         nt, rt = max(nt, row["nt"]), max(rt, row["rt_s"])
+        uptime, atus, cost = row["uptime_s"], row["atus"], row["cost"]
+        if row["machine_id"] in last:
+            uptime = max(uptime, last[row["machine_id"]] - row["acquired_at"])
+        cluster = config.clusters.get(row["cluster"]) if config is not None else None
+        if cluster is not None and uptime > row["uptime_s"]:
+            atus = max(atus, atus_begun(uptime, cluster.atu_s, cluster.min_charge_s))
+            cost = row["cost"] + (atus - row["atus"]) * cluster.price
         released_at, reason = row["released_at"], row["reason"]
         if released_at is None and row["cluster"] in answered:  # not released, and its back end has it no more
-            released_at = row["acquired_at"] + row["uptime_s"]
+            released_at = row["acquired_at"] + uptime
             reason = reason or "its master stopped; gone when the run was resumed"
-        if (nt, rt, released_at, reason) == (row["nt"], row["rt_s"], row["released_at"], row["reason"]):
+        if (nt, rt, uptime, released_at, reason) == (row["nt"], row["rt_s"], row["uptime_s"], row["released_at"],
+                                                     row["reason"]):
             continue
         journal.record_machine(row["machine_id"], row["cluster"], row["session"], row["acquired_at"],
-                               row["ready_at"], released_at, nt, rt, row["uptime_s"], row["atus"], row["cost"],
+                               row["ready_at"], released_at, nt, rt, uptime, atus, cost,
                                "gone" if released_at is not None else row["state"], reason)
         changed += 1
     if changed:

@@ -73,12 +73,13 @@ function show(s) {
   document.getElementById("tasks_bar").style.width = (100 * (t.done + t.failed) / Math.max(1, t.total)) + "%";
   set("eta", s.estimated_finish_at ? "in " + dur(s.estimated_finish_at - s.now) : "-");
   set("planned", s.planned_finish_at ? "in " + dur(s.planned_finish_at - s.now) : "-");
-  const apart = m.sampling_apart || 0;
-  set("spent", money(m.spent) + (apart ? " (sampling " + money(apart) + " apart)" : ""));
+  set("spent", money(m.spent) + " (sampling " + money(m.sampling) + ", execution " + money(m.execution) + ")"
+      + (m.sampling_apart ? "; against the budget " + money(m.against_budget) : ""));
   set("committed", money(m.committed));
-  set("budget", m.budget === null ? "none" : money(m.budget) + (m.cushion ? " + cushion " + money(m.cushion) : ""));
+  set("budget", m.budget === null ? "none" : money(m.budget) + (m.cushion ? " + cushion " + money(m.cushion) : "")
+      + (m.sampling_apart ? " (the sampling paid apart)" : " (the sampling paid from it)"));
   document.getElementById("money_bar").style.width =
-    m.budget ? Math.min(100, 100 * (m.spent - apart) / (m.budget + (m.cushion || 0))) + "%" : "0";
+    m.budget ? Math.min(100, 100 * m.against_budget / (m.budget + (m.cushion || 0))) + "%" : "0";
   const body = document.getElementById("clusters");
   body.replaceChildren();
   for (const [name, c] of Object.entries(s.clusters)) {

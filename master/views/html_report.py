@@ -31,6 +31,7 @@ from bats.master.state.journal import Journal
 from bats.master.views import plots as plots
 
 from .options_table import format_options
+from .report import slot_busy_s
 
 
 class ReportError(Exception):
@@ -136,8 +137,7 @@ def render(report: dict[str, Any], journal: Journal) -> str:
                                               planned_end), "progress over time"))
     budget = report.get("budget")
     apart = 0.0
-    up_front = ((meta.get("settings") or {}).get("choice") or {}).get("budget")
-    if budget is not None and selected and up_front is None:
+    if budget is not None and report.get("sampling_apart"):
         apart = report["cost"].get("sampling", 0.0)  # chosen after sampling: the budget starts above it
     figures.append(_png(plots.spend_figure(data["spend_t"], data["spend"],
                                            None if budget is None else budget + apart, report.get("cushion") or 0.0,
@@ -151,14 +151,24 @@ def render(report: dict[str, Any], journal: Journal) -> str:
                               f"of {tasks['total']}"],
                     ["makespan", _d(report["makespan_s"])],
                     ["cost", _money(report["cost"]["total"])]]
+    cost = report["cost"]
+    if "sampling" in cost:
+        summary_rows.append(["", f"sampling {_money(cost['sampling'])}, execution {_money(cost['execution'])}"])
     if budget is not None:
+        against = report.get("against_budget")
         summary_rows.append(["budget", _money(budget) + (f" + cushion {_money(report['cushion'])}"
-                                                         if report.get("cushion") else "")])
+                                                         if report.get("cushion") else "")
+                             + ("" if against is None else f", {_money(against)} spent against it"
+                                + (" (the sampling paid apart)" if report.get("sampling_apart")
+                                   else " (the sampling included)"))])
     if selected:
         machines = ", ".join(f"{n} x {name}" for name, n in selected["machines"].items() if n)
         summary_rows.append(["plan", f"option {selected['id']} ({selected['label']}): {machines}"])
     sections = [f"<h2>Summary</h2>{_table(['', ''], summary_rows, 'summary')}"]
-    if pva:
+    if pva and report["status"] != "done":
+        sections.append(f"<h2>Predicted against actual</h2><p>not compared: the run stopped with {tasks['not_run']} "
+                        "task(s) not run</p>")
+    elif pva:
         rows = []
         for phase, figs in pva.items():
             rows.append([phase, "makespan", _d(figs["makespan_s"]["predicted"]), _d(figs["makespan_s"]["actual"])])
@@ -177,7 +187,7 @@ def render(report: dict[str, Any], journal: Journal) -> str:
                 for name, r in clusters.items()]
         sections.append("<h2>Per cluster</h2>" + _table(
             ["cluster", "machines", "tasks", "mean task", "estimated mean", "busy", "ATUs", "cost"], rows, "clusters"))
-    rows = [[m["id"], m["cluster"], m.get("session", ""), m["nt"], _d(m["rt_s"]), _d(m["uptime_s"]), m["atus"],
+    rows = [[m["id"], m["cluster"], m.get("session", ""), m["nt"], _d(slot_busy_s(m)), _d(m["uptime_s"]), m["atus"],
              _money(m["cost"]), m.get("release_reason") or m.get("state", "")] for m in report["machines"]]
     sections.append("<h2>Per machine</h2>" + _table(
         ["machine", "cluster", "session", "tasks", "busy", "uptime", "ATUs", "cost", "why it went"], rows, "machines"))

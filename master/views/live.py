@@ -34,6 +34,8 @@ from bats.common import clock
 from bats.common.durations import format_duration
 from bats.master.core import MachineState, atus_begun
 
+from .money import Earlier, account, run_plan_record
+
 if TYPE_CHECKING:
     from bats.master.server.loop import Server
 
@@ -43,10 +45,12 @@ log = logging.getLogger("bats.progress")
 LOG_EVERY_S = 5.0  # without a budget (no monitoring interval): a log line this often
 SNAPSHOT_EVERY_S = 0.5  # the figures are recomputed at most this often (the tick is 0.2 s)
 def snapshot(server: Server, started_wall: float, already: int, now: float | None = None,
-             earlier_spent: float = 0.0, earlier_sampling: float = 0.0) -> dict[str, Any]:
+             earlier_run: Earlier | None = None, executing_since: tuple[float, int] | None = None) -> dict[str, Any]:
     """The run's live figures (see the module docstring); ``already`` tasks were finished by
-    earlier sessions and do not count towards this session's rate; ``earlier_spent`` is what earlier
-    sessions paid, ``earlier_sampling`` the part of it that was a sample this session plans from."""
+    earlier sessions and do not count towards this session's rate; ``earlier_run`` is what earlier
+    sessions paid and chose (:mod:`.money`); ``executing_since`` is (when, tasks finished then) at
+    the start of the plan's execution: the estimated finish counts the plan's machines from then on,
+    not the sampling's (until they have each finished a task, it is the plan's own finish)."""
     core = server.core
     now = clock.now() if now is None else now
     finished = core.done + core.failed
@@ -55,12 +59,19 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
     waited = chooser.waiting_s(now) if chooser is not None else 0.0
     elapsed = max(1e-9, now - started_wall - waited)  # the rate is the machines', not the operator's
     rate = (finished - already) / elapsed
-    eta_s = core.remaining / rate if rate > 0 and core.remaining else (0.0 if not core.remaining else None)
-    if asking:
-        eta_s = None  # nothing runs on until the operator answers
     view = core.view()
     plan_end = view.plan_end
     planned_end = max(plan_end.values()) if plan_end else None
+    if executing_since is not None:
+        since, finished_then = executing_since
+        slots = sum(m.slots for m in core.live_machines())
+        if finished - finished_then >= max(1, slots) and now > since:
+            rate = (finished - finished_then) / (now - since)
+        elif planned_end is not None:  # too early to measure the plan's machines: the plan's figure
+            rate = core.remaining / max(1e-9, planned_end - now) if planned_end > now else 0.0
+    eta_s = core.remaining / rate if rate > 0 and core.remaining else (0.0 if not core.remaining else None)
+    if asking:
+        eta_s = None  # nothing runs on until the operator answers
     clusters: dict[str, Any] = {}
     committed_more = 0.0
     for name, cl in core.clusters.items():
@@ -83,10 +94,8 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
                           "booting": sum(1 for r in rows if r["state"] == MachineState.BOOTING.value),
                           "machines": rows}
     spent = sum(core.machine_cost(m, now)[1] for m in core.machines.values())
-    budget = view.budget
-    # chosen after sampling: the sampling was the price of the estimates, paid apart from the budget
-    apart = (view.sampling_cost or 0.0) + earlier_sampling if not view.budget_up_front else 0.0
-    cushion = view.cushion
+    sampling_now = spent if view.sampling_cost is None else view.sampling_cost  # before the plan: all sampling
+    money = account(view, spent, sampling_now, earlier_run or Earlier(), committed_more)
     changes = list(view.reconfigurations)
     selected = view.selected
     return {
@@ -110,9 +119,7 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
         "plan": None if selected is None else {"id": selected.id, "label": selected.label,
                                                "machines": dict(selected.machines),
                                                "makespan_s": selected.makespan_s, "cost": selected.cost},
-        "money": {"spent": round(spent + earlier_spent, 6), "budget": budget, "cushion": cushion,
-                  "sampling_apart": round(apart, 6),
-                  "committed": round(spent + earlier_spent - apart + committed_more, 6)},
+        "money": money,
         "clusters": clusters,
         "reconfigurations": len(changes),
         "last_reconfiguration": changes[-1] if changes else None,
@@ -135,11 +142,12 @@ def money_text(snap: dict[str, Any]) -> str:
     money = snap["money"]
     if money["budget"] is None:
         return f"spent {_money(money['spent'])}"
-    apart = money["sampling_apart"]
     cushion = f" + cushion {_money(money['cushion'])}" if money["cushion"] else ""
-    text = (f"budget {_money(money['budget'])}{cushion}: {_money(money['spent'] - apart)} spent, "
+    text = (f"budget {_money(money['budget'])}{cushion}: {_money(money['against_budget'])} spent, "
             f"{_money(money['committed'])} committed")
-    return text + (f"; sampling {_money(apart)} apart" if apart else "")
+    if money["sampling_apart"]:
+        return text + f"; sampling {_money(money['sampling'])} apart"
+    return text + (f" (sampling {_money(money['sampling'])} of it)" if money["sampling"] else "")
 
 
 def one_line(snap: dict[str, Any]) -> str:
@@ -321,14 +329,13 @@ class Watch:
     view, answers ``bats-master status`` and journals the options once they are offered."""
 
     def __init__(self, started_wall: float, already: int, view: LiveView | None = None,
-                 control: ControlServer | None = None, earlier_spent: float = 0.0,
-                 earlier_sampling: float = 0.0) -> None:
+                 control: ControlServer | None = None, earlier_run: Earlier | None = None) -> None:
         self.started_wall = started_wall
         self.already = already
         self.view = view
         self.control = control
-        self.earlier_spent = earlier_spent
-        self.earlier_sampling = earlier_sampling
+        self.earlier_run = earlier_run or Earlier()
+        self._executing_since: tuple[float, int] | None = None
         self.latest: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._last = -math.inf
@@ -354,8 +361,10 @@ class Watch:
             self.view.show(snap)  # not while the operator reads the options and types a choice
 
     def _take(self, server: Server) -> dict[str, Any]:
-        snap = snapshot(server, self.started_wall, self.already, earlier_spent=self.earlier_spent,
-                        earlier_sampling=self.earlier_sampling)
+        if self._executing_since is None and server.core.view().phase == "executing":
+            self._executing_since = (clock.now(), server.core.done + server.core.failed)
+        snap = snapshot(server, self.started_wall, self.already, earlier_run=self.earlier_run,
+                        executing_since=self._executing_since)
         with self._lock:
             self.latest = snap
         return snap
@@ -383,8 +392,19 @@ class Watch:
             return
         self._chosen_seen = True
         chosen_at = getattr(server.chooser, "chosen_at", None)
-        if "plan_chosen_at" not in server.journal.meta:  # a resumed run keeps its first plan's time
+        meta = server.journal.meta
+        if "plan_chosen_at" not in meta:  # a resumed run keeps its first plan's time
             server.journal.set_meta("plan_chosen_at", chosen_at if chosen_at is not None else now)
+        if "run_plan" not in meta:  # ... and its first plan: the option, its budget and cushion
+            from bats.master.core.bats.settings import option_record
+
+            view = server.core.view()
+            assert view.selected is not None
+            server.journal.set_meta("run_plan", run_plan_record(view, server.session, option_record(view.selected)))
+        estimates = getattr(server.core, "estimates", None)
+        if "sample" not in meta and estimates:  # a budget given up front offers nothing: its sample is kept here
+            server.journal.set_meta("sample", {"session": server.session, "cost": server.core.view().sampling_cost,
+                                               "sets": {name: list(e.sample) for name, e in estimates.items()}})
 
     def finish(self, server: Server) -> None:
         """After the loop: journal what a run too short for a snapshot left unsaid."""

@@ -19,19 +19,21 @@ from bats.common.durations import format_duration
 from bats.master.core import Core, Finish
 from bats.master.state.journal import Journal
 
+from .money import account, earlier
 from .shell_hints import shell_lines
 
 
 def build_report(core: Core, finish: Finish, journal: Journal, config: Config, session: int,
                  now: float, state_dir: str) -> dict[str, Any]:
     figures = core.report(now)
-    earlier = [row for row in journal.machines() if row["session"] < session]
+    earlier_rows = [row for row in journal.machines() if row["session"] < session]
     machines = [
-        {"id": row["machine_id"], "cluster": row["cluster"], "session": row["session"], "nt": row["nt"],
+        {"id": row["machine_id"], "cluster": row["cluster"], "session": row["session"],
+         "slots": core.cluster_slots.get(row["cluster"], 1), "nt": row["nt"],
          "rt_s": row["rt_s"], "uptime_s": row["uptime_s"], "atus": row["atus"], "cost": row["cost"],
          "state": "gone",
          "release_reason": row["reason"] or ("master stopped" if row["released_at"] is None else row["state"])}
-        for row in earlier
+        for row in earlier_rows
     ]
     machines += [{**m, "session": session} for m in figures["machines"]]
     by_cluster: dict[str, float] = {name: 0.0 for name in config.clusters}
@@ -42,16 +44,17 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
     total = sum(m["cost"] for m in machines)
     cost: dict[str, Any] = {"total": total, "by_cluster": by_cluster}
     bats = {key: value for key, value in figures.items() if key not in ("tasks", "makespan_s", "cost", "machines")}
-    if "sampling" in figures["cost"]:
-        plan = journal.meta.get("plan") or {}
-        # a plan chosen in an earlier session after a sampling phase: that phase's cost counts too
-        chosen_before = plan.get("session", session) < session and not plan.get("implicit")
-        earlier_sampling = (plan.get("sampling_cost") or 0.0) if chosen_before else 0.0
-        sample = journal.meta.get("sample") or {}
-        if not chosen_before and sample.get("session", session) < session:  # planned from an earlier sample
-            earlier_sampling = float(sample.get("cost") or 0.0)
-        cost["sampling"] = earlier_sampling + figures["cost"]["sampling"]
-        cost["execution"] = round(total - cost["sampling"], 9)  # as BatsCore.report: no float noise
+    if "sampling" in figures["cost"]:  # BaTS: the one account of the money (views/money.py)
+        before = earlier(journal.meta, journal.machines(), session)
+        money = account(core.view(), figures["cost"]["total"], figures["cost"]["sampling"], before)
+        cost["sampling"], cost["execution"] = money["sampling"], money["execution"]
+        bats.update(budget=money["budget"], cushion=money["cushion"],
+                    sampling_apart=money["sampling_apart"], against_budget=money["against_budget"])
+        if before.plan is not None:  # the run keeps the plan an earlier session chose
+            bats["resumed_with"] = {"session": session, "selected": bats.get("selected"),
+                                    "budget_left": figures.get("budget"), "phase": figures.get("phase")}
+            bats["selected"] = dict(before.plan["option"])
+            bats["cushion_accepted"] = before.plan.get("cushion_accepted", bats.get("cushion_accepted"))
     report = {
         "run_id": journal.run_id,
         "status": finish.status,
@@ -83,21 +86,24 @@ def add_analysis(report: dict[str, Any], chosen_at: float | None, end: float | N
     execution took (from the choice, ``chosen_at``, to ``end``, the last result) and cost."""
     estimates = report.get("estimates") or {}
     rows: dict[str, dict[str, Any]] = {}
+    empty = {"machines": 0, "tasks": 0, "busy_s": 0.0, "uptime_s": 0.0, "slot_s": 0.0, "atus": 0, "cost": 0.0}
     for name in report.get("clusters", {}):
-        rows[name] = {"machines": 0, "tasks": 0, "busy_s": 0.0, "uptime_s": 0.0, "atus": 0, "cost": 0.0}
+        rows[name] = dict(empty)
     for m in report["machines"]:
-        row = rows.setdefault(m["cluster"], {"machines": 0, "tasks": 0, "busy_s": 0.0, "uptime_s": 0.0,
-                                             "atus": 0, "cost": 0.0})
+        row = rows.setdefault(m["cluster"], dict(empty))
         row["machines"] += 1
         row["tasks"] += m["nt"]
         row["busy_s"] += m["rt_s"]
         row["uptime_s"] += m["uptime_s"]
+        # busy is slot-seconds: a machine of k slots has k seconds of room per second of uptime
+        row["slot_s"] += m["uptime_s"] * max(1, int(m.get("slots") or 1))
         row["atus"] += m["atus"]
         row["cost"] += m["cost"]
     for name, row in rows.items():
         row["mean_task_s"] = row["busy_s"] / row["tasks"] if row["tasks"] else None
         row["estimated_mean_s"] = (estimates.get(name) or {}).get("mean_s")
-        row["utilisation"] = row["busy_s"] / row["uptime_s"] if row["uptime_s"] else None
+        room = row.pop("slot_s")
+        row["utilisation"] = min(1.0, row["busy_s"] / room) if room else None
     report["by_cluster"] = rows
     selected = report.get("selected")
     if not selected:
@@ -159,6 +165,10 @@ def summary(report: dict[str, Any], report_path: str) -> str:
         state_dir = report.get("state_dir") or "bats-run"
         lines.append(f"  why       bats-master results --failed --state-dir {shlex.quote(state_dir)} "
                      "(exit codes and output tails)")
+    if report["status"] != "done" and tasks.get("not_run") and "budget is spent" not in str(report.get("reason")):
+        state_dir = report.get("state_dir") or "bats-run"
+        lines.append(f"  resume    bats-master --resume --state-dir {shlex.quote(state_dir)} "
+                     "(runs the tasks not run; the money spent stays counted)")
     lines.append(f"  report    {report_path}")
     return "\n".join(lines)
 
@@ -168,6 +178,10 @@ def _predicted_lines(report: dict[str, Any]) -> list[str]:
     pva = (report.get("predicted_vs_actual") or {}).get("execution")
     if not pva:
         return []
+    if report.get("status") != "done":  # a stopped run did not take the plan's time or money: no comparison
+        return [f"  predicted {format_duration(pva['makespan_s']['predicted'])} for "
+                f"{pva['cost']['predicted']:.4f} (execution phase); not compared: the run stopped with "
+                f"{report['tasks'].get('not_run', 0)} task(s) not run"]
     ms, cost = pva["makespan_s"], pva["cost"]
     actual_ms = format_duration(ms["actual"]) if ms["actual"] is not None else "-"
     return ["  predicted against actual (execution phase):",
@@ -217,11 +231,16 @@ def _cluster_table(report: dict[str, Any]) -> list[str]:
 MACHINES_SHOWN = 12
 
 
+def slot_busy_s(machine: dict[str, Any]) -> float:
+    """A machine's busy time per slot (its task-seconds over its slots): never more than its uptime."""
+    return float(machine["rt_s"]) / max(1, int(machine.get("slots") or 1))
+
+
 def _machine_table(report: dict[str, Any]) -> list[str]:
     machines = report["machines"]
     if not machines:
         return []
-    rows = [[m["id"], m["cluster"], str(m["nt"]), _seconds(m["rt_s"]), _seconds(m["uptime_s"]), str(m["atus"]),
+    rows = [[m["id"], m["cluster"], str(m["nt"]), _seconds(slot_busy_s(m)), _seconds(m["uptime_s"]), str(m["atus"]),
              f"{m['cost']:.4f}", str(m.get("release_reason") or m.get("state") or "")]
             for m in machines[:MACHINES_SHOWN]]
     lines = ["  per machine:", *_table(["machine", "cluster", "tasks", "busy", "uptime", "ATUs", "cost", "why it went"],
@@ -247,7 +266,17 @@ def _budget_lines(report: dict[str, Any]) -> list[str]:
                      f"for {selected['cost']:.4f}")
     if report.get("budget") is not None:
         cushion = f" + cushion {report['cushion']:.4f}" if report.get("cushion") else ""
-        lines.append(f"  budget    {report['budget']:.4f}{cushion}")
+        against = report.get("against_budget")
+        paid = "" if against is None else (f", {against:.4f} spent against it"
+                                           + (" (the sampling paid apart)" if report.get("sampling_apart")
+                                              else " (the sampling included)"))
+        lines.append(f"  budget    {report['budget']:.4f}{cushion}{paid}")
+    resumed = report.get("resumed_with")
+    if resumed and resumed.get("selected"):
+        now = resumed["selected"]
+        machines = ", ".join(f"{n} x {name}" for name, n in now["machines"].items() if n)
+        lines.append(f"  resumed   session {resumed['session']} went on with {machines} "
+                     f"within the {resumed['budget_left']:.4f} left")
     changes = report.get("reconfigurations") or []
     if changes:
         lines.append(f"  re-plans  {len(changes)} (last: {changes[-1]['reason']})")

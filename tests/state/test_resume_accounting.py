@@ -84,3 +84,26 @@ def test_a_run_resumed_after_plan_only_plans_from_its_sample_instead_of_sampling
         # no replicated copies in the second session: its machines ran only tasks left after the first
         second_runs = sum(n for machine, (n, _) in journal.runs_by_machine().items() if "-s2-" in machine)
     assert second_runs == 60 - done_first
+
+
+def test_a_killed_masters_machine_is_up_until_its_last_result_and_pays_every_atu_begun(tmp_path: Path):
+    """The machine rows of a killed master are written every few seconds, its results at once: a
+    machine's row may miss its last tasks. Settled on --resume, its uptime reaches its last result
+    (busy never shows more than uptime) and the ATUs begun until then are charged."""
+    from bats.common.config import load_config
+    from bats.master.state.leftovers import settle_earlier_sessions
+    from bats.provisioners import options_of
+
+    (tmp_path / "c.toml").write_text('[clusters.c]\nprovisioner = "local"\nmax = 1\nprice = 2.0\natu = "10s"\n')
+    config = load_config(tmp_path / "c.toml", options_of)
+    with Journal.create(tmp_path / "run", "r", {}) as journal:
+        journal.add_session(1000.0)
+        journal.record_machine("c-s1-1", "c", 1, 1000.0, 1001.0, None, 2, 8.0, 9.0, 1, 2.0, "up")
+        for task, end in ((1, 1005.0), (2, 1009.0), (3, 1024.0)):  # the third after the row's last write
+            journal.record_result(task, "done", 0, 4.0, "c-s1-1", 1, False, b"", b"", end)
+        journal.flush()
+        assert settle_earlier_sessions(journal, 2, {"c"}, config) == 1
+        row = journal.machines()[0]
+    assert (row["nt"], row["rt_s"], row["uptime_s"]) == (3, 12.0, 24.0)
+    assert (row["atus"], row["cost"]) == (3, 6.0)
+    assert row["rt_s"] <= row["uptime_s"] and row["state"] == "gone"

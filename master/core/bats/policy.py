@@ -213,7 +213,7 @@ class BatsCore(c.Core):
     def _initial_acquisitions(self, now: float) -> list[c.Action]:
         prior = {name: list(values) for name, values in (self.settings.prior_sample or {}).items()
                  if name in self.clusters and values}
-        if prior and self.budget is None:  # an earlier session sampled and stopped before a choice
+        if prior:  # an earlier session sampled (and maybe chose: its budget left is up front now)
             note = Notify("planning with the sample an earlier session of this run measured (" + ", ".join(
                 f"{len(values)} on {name}" for name, values in prior.items()) + "); no new sampling")
             return [note, *self._plan_from(prior, now)]
