@@ -1,5 +1,6 @@
-"""The real-time driver: the ZeroMQ server around a core (:mod:`.loop`), provisioner calls off the
-dispatch path (:mod:`.calls`) and transport security (:mod:`.security`)."""
+"""The real-time driver: the ZeroMQ server around a core (:mod:`.loop`), the peers it admits
+(:mod:`.peer`), its provisioner side (:mod:`.fleet`, owned as ``Server.fleet``), provisioner calls off
+the dispatch path (:mod:`.calls`) and transport security (:mod:`.security`)."""
 
 from .loop import Server
 

@@ -1,12 +1,13 @@
 """The master's machines on the provisioner side: acquisitions, releases, status polls and prices.
 
-How this works. :class:`Fleet` is the half of :class:`~.loop.Server` that talks to provisioner
+How this works. :class:`Fleet` is the part of :class:`~.loop.Server` (``Server.fleet``) that talks to provisioner
 plugins (:mod:`bats.provisioners`): it carries out the core's ``Acquire`` and ``Release``, asks the
 back ends about their machines and their prices, and gives every machine back at the end. Every
 call runs off the loop's thread (:mod:`.calls`: a timeout on each, retries with backoff, one call of
 each kind at a time per provisioner); the loop collects the outcomes every tick and feeds the core
 what they mean (``MachineAcquired``, ``AcquireFailed``, ``MachineLost``, ``MachineCameLate``,
-``PriceChanged``).
+``PriceChanged``). What it needs of the server (the core, the journal, the peers to tell a machine
+given back to stop) is :class:`Host`.
 
 No dollar goes unrecorded: before an acquisition is asked for, its intent is committed to the
 journal, and it is closed only once no attempt of it can still answer (see :mod:`.loop`).
@@ -22,19 +23,16 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from bats.common import clock
 from bats.common.protocol import encode
 from bats.master import core as c
-from bats.master.driver import carries_out
 from bats.master.state.journal import Journal
 from bats.provisioners.base import MachineHandle, NodeState, Provisioner
 
 from .calls import Calls, Outcome
-
-if TYPE_CHECKING:
-    from .loop import _Peer
+from .peer import Peer
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +40,9 @@ SHUTDOWN_WAIT_S = 60.0  # how long the master waits for the last provisioner cal
 ACQUIRE_ATTEMPTS = 5  # an acquisition is tried this often (backoff 1, 2, 4, 8 s) before the core hears it failed
 
 
-class Fleet:
-    """The provisioner side of the server; see the module docstring. :class:`~.loop.Server` is the
-    one class that mixes it in, and calls :meth:`_init_fleet` from its constructor."""
+class Host(Protocol):
+    """What the fleet asks of the server that owns it: the core and the journal, the peers (a
+    machine given back is told to stop), and how the run is ending."""
 
     core: c.Core
     journal: Journal
@@ -52,22 +50,26 @@ class Fleet:
     finish: c.Finish | None
     stop_reason: str | None
     keep_machines: bool
-    peers: dict[bytes, _Peer]
-    peer_of: dict[str, _Peer]
+    peers: dict[bytes, Peer]
+    peer_of: dict[str, Peer]
     _early: dict[str, tuple[bytes, dict, str | None]]
 
-    if TYPE_CHECKING:  # the loop's side, which the fleet uses
-        def _feed(self, event: c.Event) -> None: ...
-        def _flush_journal(self) -> bool: ...
-        def _journal_machine(self, machine: c.Machine, now: float) -> None: ...
-        def _send(self, identity: bytes, frame: bytes) -> None: ...
-        def _on_hello(self, identity: bytes, msg: dict, key: str | None = None) -> bool: ...
-        def _forget(self, peer: _Peer) -> None: ...
+    def _feed(self, event: c.Event) -> None: ...
+    def _flush_journal(self) -> bool: ...
+    def _journal_machine(self, machine: c.Machine, now: float) -> None: ...
+    def _send(self, identity: bytes, frame: bytes) -> None: ...
+    def _on_hello(self, identity: bytes, msg: dict, key: str | None = None) -> bool: ...
+    def _forget(self, peer: Peer) -> None: ...
 
-    def _init_fleet(self, provisioners: dict[str, Provisioner]) -> None:
+
+class Fleet:
+    """The provisioner side of the server; see the module docstring. :class:`~.loop.Server` owns
+    one (``Server.fleet``) and hands it the core's ``Acquire`` and ``Release``."""
+
+    def __init__(self, server: Host, provisioners: dict[str, Provisioner]) -> None:
+        self.server = server
         self.provisioners = provisioners
         self.handles: dict[str, MachineHandle] = {}
-        self._price_feed: list[tuple[float, str, float]] = []
         self._price_polled: dict[str, float] = {}  # cluster -> time.monotonic() of its last price_now()
         self.calls = Calls()
         # one call of each kind at a time per provisioner: a hung status query never holds up a release
@@ -76,7 +78,7 @@ class Fleet:
         self.released: list[str] = []  # "machine (native id)" given back, for the summary at exit
         self.kept: list[str] = []
         self.release_failed: list[str] = []
-        self._shutting_down = False
+        self.shutting_down = False
         self._intents: dict[int, dict] = {}  # acquisitions some attempt of which may still bring machines
         self._intents_done: set[int] = set()  # ... of those, the ones no attempt can answer any more
         self._intent_ids = itertools.count(1)
@@ -92,24 +94,23 @@ class Fleet:
                           timeout_s=provisioner.call_timeout_s(), attempts=attempts, late=late,
                           lock=self._locks[cluster, kind], quiet=quiet)
 
-    def _collect_calls(self) -> None:
+    def collect_calls(self) -> None:
         for outcome in self.calls.poll():
             self._on_outcome[outcome.kind](outcome)
         self._close_intents()
-        for machine_id, early in list(self._early.items()):  # no acquisition left that could know them
-            if not self.calls.busy("acquire", early[1]["cluster"]) and self._early.pop(machine_id, None) is not None:
-                self._on_hello(*early)
+        for machine_id, early in list(self.server._early.items()):  # no acquisition left that could know them
+            if not self.calls.busy("acquire", early[1]["cluster"]) and self.server._early.pop(machine_id, None) is not None:
+                self.server._on_hello(*early)
 
-    @carries_out(c.Acquire)
-    def _do_acquire(self, action: c.Acquire) -> None:
-        if self._shutting_down:
+    def acquire(self, action: c.Acquire) -> None:
+        if self.shutting_down:
             return
         n, cluster, asked_at = action.n, action.cluster, clock.now()
         intent = next(self._intent_ids)
-        self._intents[intent] = {"session": self.session, "cluster": cluster, "n": n, "asked_at": asked_at}
-        self.journal.set_meta("acquiring", list(self._intents.values()))
-        if not self._flush_journal():  # on disk before anything is launched, or nothing is launched
-            self._feed(c.AcquireFailed(asked_at, cluster, n, "the journal could not be written"))
+        self._intents[intent] = {"session": self.server.session, "cluster": cluster, "n": n, "asked_at": asked_at}
+        self.server.journal.set_meta("acquiring", list(self._intents.values()))
+        if not self.server._flush_journal():  # on disk before anything is launched, or nothing is launched
+            self.server._feed(c.AcquireFailed(asked_at, cluster, n, "the journal could not be written"))
             return
         self._call("acquire", cluster, lambda p: p.acquire(n), context=(n, asked_at), attempts=ACQUIRE_ATTEMPTS,
                    late=lambda handles: self._release_unwanted(cluster, handles, asked_at),
@@ -121,7 +122,7 @@ class Fleet:
             for intent in self._intents_done:
                 self._intents.pop(intent, None)
             self._intents_done.clear()
-            self.journal.set_meta("acquiring", list(self._intents.values()))
+            self.server.journal.set_meta("acquiring", list(self._intents.values()))
 
     def _release_unwanted(self, cluster: str, handles: object, asked_at: float) -> None:
         """Machines that came after the run stopped wanting them (a timed-out acquisition that
@@ -133,50 +134,50 @@ class Fleet:
         now = clock.now()
         for handle in handles:
             self.handles[handle.machine_id] = handle
-            self._feed(c.MachineCameLate(now, handle.machine_id, handle.cluster, asked_at))
-        self._flush_journal()
+            self.server._feed(c.MachineCameLate(now, handle.machine_id, handle.cluster, asked_at))
+        self.server._flush_journal()
 
     def _acquired(self, outcome: Outcome) -> None:
         cluster, (n, asked_at) = outcome.cluster, outcome.context
-        if self.core.finished is not None or self._shutting_down:
+        if self.server.core.finished is not None or self.shutting_down:
             self._release_unwanted(cluster, outcome.value, asked_at)
             return
         self._limit_cluster(cluster, self.provisioners[cluster].usable_max)
         if not outcome.ok:
             log.error("cluster %s: acquiring %d machine(s) failed after %d attempt(s): %s", cluster, n,
                       outcome.attempts, outcome.error)
-            self._feed(c.AcquireFailed(clock.now(), cluster, n, str(outcome.error)))
+            self.server._feed(c.AcquireFailed(clock.now(), cluster, n, str(outcome.error)))
             return
         handles = outcome.value
         assert isinstance(handles, list)
         now = clock.now()
         for handle in handles:
             self.handles[handle.machine_id] = handle
-            self._feed(c.MachineAcquired(now, handle.machine_id, handle.cluster))
-            self._journal_machine(self.core.machines[handle.machine_id], now)
+            self.server._feed(c.MachineAcquired(now, handle.machine_id, handle.cluster))
+            self.server._journal_machine(self.server.core.machines[handle.machine_id], now)
         if handles:  # money is being spent: on disk now, not at the next tick, so a crash cannot lose it
-            self._flush_journal()
+            self.server._flush_journal()
         missing = n - len(handles)
         if missing > 0:
-            self._feed(c.AcquireFailed(now, cluster, missing, "provisioner returned fewer machines"))
+            self.server._feed(c.AcquireFailed(now, cluster, missing, "provisioner returned fewer machines"))
         log.info("cluster %s: acquired %d machine(s)", cluster, len(handles))
         for handle in handles:  # workers that said hello before the acquisition returned
-            early = self._early.pop(handle.machine_id, None)
+            early = self.server._early.pop(handle.machine_id, None)
             if early is not None:
-                self._on_hello(*early)
+                self.server._on_hello(*early)
 
     def _limit_cluster(self, name: str, usable: int | None) -> None:
         """The back end cannot give ``name`` more than ``usable`` machines (capacity, quotas): the
         core plans and acquires with that ``max`` from now on. The core gets a new clusters dict;
         the config, which the report shows, keeps the configured ``max``."""
-        cluster = self.core.clusters[name]
+        cluster = self.server.core.clusters[name]
         if usable is None or usable >= cluster.max:
             return
         log.warning("cluster %s: the provisioner can give at most %d machine(s) now (max %d); planning with that",
                     name, usable, cluster.max)
-        self.core.clusters = {**self.core.clusters, name: dataclasses.replace(cluster, max=max(0, usable))}
+        self.server.core.clusters = {**self.server.core.clusters, name: dataclasses.replace(cluster, max=max(0, usable))}
 
-    def _poll_prices(self, now: float, mono: float) -> None:
+    def poll_prices(self, now: float, mono: float) -> None:
         """Ask each provisioner with a price hook for its cluster's price when its poll is due."""
         for name, provisioner in self.provisioners.items():
             every = provisioner.price_poll_s
@@ -188,22 +189,21 @@ class Fleet:
             except Exception as exc:  # a plugin's failure must not take the master down
                 log.warning("cluster %s: price query failed: %s", name, exc)
                 continue
-            if price is None or not math.isfinite(price) or price < 0 or price == self.core.prices.get(name):
+            if price is None or not math.isfinite(price) or price < 0 or price == self.server.core.prices.get(name):
                 continue
             log.warning("cluster %s: price per ATU is now %g (quoted by its provisioner)", name, price)
-            self._feed(c.PriceChanged(now, name, price))
+            self.server._feed(c.PriceChanged(now, name, price))
 
-    @carries_out(c.Release)
-    def _do_release(self, action: c.Release) -> None:
-        peer = self.peer_of.get(action.machine)
+    def release(self, action: c.Release) -> None:
+        peer = self.server.peer_of.get(action.machine)
         if peer is not None:
-            if not (self.keep_machines and self.stop_reason is not None):
-                self._send(peer.identity, encode("stop", reason=action.reason))
-            self._forget(peer)
+            if not (self.server.keep_machines and self.server.stop_reason is not None):
+                self.server._send(peer.identity, encode("stop", reason=action.reason))
+            self.server._forget(peer)
         self._give_back(action.machine, clock.now())
 
-    def _lose(self, machine_id: str, reason: str, now: float) -> None:
-        self._feed(c.MachineLost(now, machine_id, reason))
+    def lose(self, machine_id: str, reason: str, now: float) -> None:
+        self.server._feed(c.MachineLost(now, machine_id, reason))
         self._give_back(machine_id, now)
 
     def _give_back(self, machine_id: str, now: float) -> None:
@@ -211,18 +211,18 @@ class Fleet:
         journal its final figures. With ``--keep-machines``, a stop by signal leaves it running."""
         handle = self.handles.get(machine_id)
         if handle is not None:
-            if self.keep_machines and self.stop_reason is not None:
+            if self.server.keep_machines and self.server.stop_reason is not None:
                 self.kept.append(_describe(handle))
             else:
                 self._call("release", handle.cluster, lambda p: p.release([handle]), context=[handle],
                            attempts=None)
-        machine = self.core.machines.get(machine_id)
+        machine = self.server.core.machines.get(machine_id)
         if machine is not None:
-            self._journal_machine(machine, now)
+            self.server._journal_machine(machine, now)
 
-    def _poll_provisioners(self, now: float) -> None:
+    def poll_provisioners(self, now: float) -> None:
         by_cluster: dict[str, list[MachineHandle]] = {}
-        for machine in self.core.live_machines():
+        for machine in self.server.core.live_machines():
             handle = self.handles.get(machine.id)
             if handle is not None:
                 by_cluster.setdefault(handle.cluster, []).append(handle)
@@ -241,7 +241,7 @@ class Fleet:
                       ", ".join(_describe(h) for h in handles), outcome.error)
 
     def _statuses(self, outcome: Outcome) -> None:
-        if self._shutting_down:
+        if self.shutting_down:
             return  # everything is being released anyway
         if not outcome.ok:
             log.warning("cluster %s: status query failed: %s", outcome.cluster, outcome.error)
@@ -250,30 +250,30 @@ class Fleet:
         states = outcome.value
         assert isinstance(states, dict)
         for machine_id, state in states.items():
-            machine = self.core.machines.get(machine_id)
+            machine = self.server.core.machines.get(machine_id)
             if machine is None or machine.state is c.MachineState.GONE:
                 continue  # lost or released since the query was sent
             if state in (NodeState.GONE, NodeState.FAILED):
-                peer = self.peer_of.get(machine_id)
+                peer = self.server.peer_of.get(machine_id)
                 if peer is not None:
-                    self._forget(peer)
+                    self.server._forget(peer)
                 log.warning("%s: the provisioner reports it %s", machine_id, state.value)
-                self._lose(machine_id, f"provisioner reports {state.value}", now)
+                self.lose(machine_id, f"provisioner reports {state.value}", now)
 
-    def _shutdown(self) -> None:
+    def shutdown(self) -> None:
         """Release whatever is still held, tell connected workers to stop, wait for the provisioner
         calls still open (releases above all), say what was released, commit the journal."""
-        self._shutting_down = True
+        self.shutting_down = True
         now = clock.now()
-        for machine in self.core.machines.values():
-            self._journal_machine(machine, now)
-        keep = self.keep_machines and self.stop_reason is not None
+        for machine in self.server.core.machines.values():
+            self.server._journal_machine(machine, now)
+        keep = self.server.keep_machines and self.server.stop_reason is not None
         if not keep:
-            stop = encode("stop", reason=self.finish.reason if self.finish else "master exiting")
-            for peer in list(self.peers.values()):
-                self._send(peer.identity, stop)
+            stop = encode("stop", reason=self.server.finish.reason if self.server.finish else "master exiting")
+            for peer in list(self.server.peers.values()):
+                self.server._send(peer.identity, stop)
         for name in self.provisioners:
-            held = [self.handles[m.id] for m in self.core.live_machines(name) if m.id in self.handles]
+            held = [self.handles[m.id] for m in self.server.core.live_machines(name) if m.id in self.handles]
             if not held:
                 continue
             if keep:
@@ -301,10 +301,10 @@ class Fleet:
                     provisioner.close()
                 except Exception as exc:  # a plugin's failure must not take the master down
                     log.error("cluster %s: closing the provisioner failed: %s", name, exc)
-        self._flush_journal()
+        self.server._flush_journal()
 
     def _say_what_was_released(self) -> None:
-        stopped = self.stop_reason is not None
+        stopped = self.server.stop_reason is not None
         level = logging.WARNING if stopped else logging.INFO
         if self.released:
             log.log(level, "released %d machine(s): %s", len(self.released), ", ".join(self.released))

@@ -26,7 +26,7 @@ Provisioner calls (acquire, release, status) never run on this thread: :mod:`bat
 runs them on daemon threads with a timeout and retries with backoff, one call of each kind at a
 time per provisioner (never two acquisitions at once), and the loop picks up their
 outcomes every tick, so a failing or hanging back end never holds up dispatch. At the end
-(:meth:`Fleet._shutdown` in :mod:`.fleet`, also after SIGTERM/Ctrl-C, and after a second signal without waiting
+(:meth:`Fleet.shutdown` in :mod:`.fleet`, also after SIGTERM/Ctrl-C, and after a second signal without waiting
 for the run to stop) every machine still held is released, the master waits up to
 ``SHUTDOWN_WAIT_S`` for the releases, and logs which machines were released, which were kept
 (``--keep-machines``) and which could not be released.
@@ -39,7 +39,6 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import cast
 
 import zmq
@@ -67,6 +66,7 @@ from bats.master.state.journal import Journal, JournalError
 from bats.provisioners.base import MachineHandle, Provisioner
 
 from .fleet import Fleet
+from .peer import Peer
 from .security import MasterKeys, PreHelloBudget, return_freed_buffers, secure_router
 
 log = logging.getLogger(__name__)
@@ -99,15 +99,7 @@ _SNDMORE_NOBLOCK = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
 _RCVMORE = int(zmq.RCVMORE)
 
 
-@dataclass
-class _Peer:
-    machine: str
-    identity: bytes
-    last_seen: float  # time.monotonic()
-    key: str | None = None  # the connection's CurveZMQ client key (None without encryption)
-
-
-class Server(Fleet, Driver):
+class Server(Driver):
     """Runs one session of a bag: see the module docstring."""
 
     def __init__(
@@ -137,8 +129,8 @@ class Server(Fleet, Driver):
         self.plan_s: float | None = None  # wall time of the planning step that ended sampling
         self._planning = core.view().phase == SAMPLING
         self._plan_journaled = False
-        self.peers: dict[bytes, _Peer] = {}  # zmq identity -> peer
-        self.peer_of: dict[str, _Peer] = {}  # machine id -> its current peer
+        self.peers: dict[bytes, Peer] = {}  # zmq identity -> peer
+        self.peer_of: dict[str, Peer] = {}  # machine id -> its current peer
         self.finish: c.Finish | None = None
         self.stop_reason: str | None = None
         self.dropped_frames = 0
@@ -153,7 +145,8 @@ class Server(Fleet, Driver):
         self._early: dict[str, tuple[bytes, dict, str | None]] = {}
         self._replied: dict[bytes, float] = {}  # unadmitted identity -> when it was last answered
         self._pre_hello = PreHelloBudget()  # what a connection may send before a hello admits it
-        self._init_fleet(provisioners)
+        self.fleet = Fleet(self, provisioners)  # the provisioner side: acquisitions, releases, polls
+        self._price_feed: list[tuple[float, str, float]] = []  # spot price traces: (time, cluster, price)
         self._outbox: dict[bytes, list[bytes]] | None = None  # per peer, while draining
         Driver.__init__(self)
 
@@ -162,7 +155,7 @@ class Server(Fleet, Driver):
         """Run until the core finishes; returns its :class:`~bats.master.core.base.Finish`."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            self._poll_prices(clock.now(), time.monotonic())  # the clouds' prices before anything is bought
+            self.fleet.poll_prices(clock.now(), time.monotonic())  # the clouds' prices before anything is bought
             started = clock.now()
             self._feed(c.RunStarted(started))
             # spot price traces (emulation): (time, cluster, price), fed as they come due
@@ -188,7 +181,7 @@ class Server(Fleet, Driver):
             if self.finish is None:
                 self.finish = c.Finish("incomplete", self.stop_reason or "interrupted")
         try:
-            self._shutdown()
+            self.fleet.shutdown()
         finally:  # the handlers stay while machines are given back: a third signal does not cut that short
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -197,7 +190,7 @@ class Server(Fleet, Driver):
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name
-        if self._shutting_down:
+        if self.fleet.shutting_down:
             log.warning("%s: already stopping; still giving machines back", name)
             return
         if self.stop_reason is not None:
@@ -340,7 +333,7 @@ class Server(Fleet, Driver):
             log.warning("%s: %s; its tasks go back into the bag", peer.machine, reason)
             self._send(peer.identity, encode("stop", reason=reason))
             self._forget(peer)
-            self._lose(peer.machine, reason, clock.now())
+            self.fleet.lose(peer.machine, reason, clock.now())
         # heartbeat: last_seen is all it updates
         return True
 
@@ -375,13 +368,13 @@ class Server(Fleet, Driver):
         """Admit a worker, or hold its hello until the acquisition that started it returns, or refuse
         it. True when the peer is admitted (or held): the rest of its frame is then read."""
         machine_id = msg["machine"]
-        handle = self.handles.get(machine_id)
+        handle = self.fleet.handles.get(machine_id)
         if self.secure and key is None:
             key = self._frame_key
-        if handle is None and self.calls.busy("acquire", msg["cluster"]) and self._issued(msg):
-            self._collect_calls()  # the acquisition that started this worker may have just returned
-            handle = self.handles.get(machine_id)
-            if handle is None and self.calls.busy("acquire", msg["cluster"]):
+        if handle is None and self.fleet.calls.busy("acquire", msg["cluster"]) and self._issued(msg):
+            self.fleet.collect_calls()  # the acquisition that started this worker may have just returned
+            handle = self.fleet.handles.get(machine_id)
+            if handle is None and self.fleet.calls.busy("acquire", msg["cluster"]):
                 return self._hold_early(identity, msg, key)
         if (handle is None or msg["cluster"] != handle.cluster
                 or not hmac.compare_digest(msg["token"].encode(), handle.token.encode())):
@@ -409,7 +402,7 @@ class Server(Fleet, Driver):
         old = self.peer_of.get(machine_id)
         if old is not None:
             self.peers.pop(old.identity, None)
-        peer = _Peer(machine_id, identity, time.monotonic(), key)
+        peer = Peer(machine_id, identity, time.monotonic(), key)
         self.peers[identity] = peer
         self._pre_hello.forget(identity)
         self.peer_of[machine_id] = peer
@@ -426,7 +419,7 @@ class Server(Fleet, Driver):
     def _issued(self, msg: dict) -> bool:
         """Whether a hello's machine id and token are ones its cluster's provisioner issued (checked
         before the acquisition returns: a peer cannot make a held hello up)."""
-        provisioner = self.provisioners.get(msg["cluster"])
+        provisioner = self.fleet.provisioners.get(msg["cluster"])
         token = provisioner.issued_token(msg["machine"]) if provisioner is not None else None
         return token is not None and hmac.compare_digest(msg["token"].encode(), token.encode())
 
@@ -444,7 +437,7 @@ class Server(Fleet, Driver):
     def _join(self, msg: dict) -> MachineHandle | None:
         """A worker no provisioner started (``manual``): its cluster's provisioner may seat it in one
         of the machines it was asked for."""
-        provisioner = self.provisioners.get(msg["cluster"])
+        provisioner = self.fleet.provisioners.get(msg["cluster"])
         if provisioner is None:
             return None
         try:
@@ -452,9 +445,9 @@ class Server(Fleet, Driver):
         except Exception as exc:  # a plugin's failure must not take the master down
             log.error("cluster %s: join of %r failed: %s", msg["cluster"], msg["machine"], exc)
             return None
-        return handle if handle is not None and self.handles.get(handle.machine_id) is handle else None
+        return handle if handle is not None and self.fleet.handles.get(handle.machine_id) is handle else None
 
-    def _impostor(self, peer: _Peer) -> None:
+    def _impostor(self, peer: Peer) -> None:
         """A frame from a known peer's identity but another client key: a new connection took the
         identity of one that dropped (libzmq's own ids are predictable; bats-worker picks a random
         one, and hellos from the predictable ones are refused). Nothing more goes to that identity:
@@ -463,7 +456,7 @@ class Server(Fleet, Driver):
                     peer.machine)
         self._forget(peer)
 
-    def _forget(self, peer: _Peer) -> None:
+    def _forget(self, peer: Peer) -> None:
         self.peers.pop(peer.identity, None)
         if self.peer_of.get(peer.machine) is peer:
             del self.peer_of[peer.machine]
@@ -478,6 +471,14 @@ class Server(Fleet, Driver):
             self.socket.send(frame, _NOBLOCK)
         except zmq.Again:
             log.warning("send queue full for peer %s; frame dropped", identity.hex())
+
+    @carries_out(c.Acquire)
+    def _do_acquire(self, action: c.Acquire) -> None:
+        self.fleet.acquire(action)
+
+    @carries_out(c.Release)
+    def _do_release(self, action: c.Release) -> None:
+        self.fleet.release(action)
 
     @carries_out(c.Dispatch)
     def _do_dispatch(self, action: c.Dispatch) -> None:
@@ -576,7 +577,7 @@ class Server(Fleet, Driver):
     def _do_ask_offers(self, action: c.AskOffers) -> None:
         """Seed 002 steps 1-3: every cluster's provisioner offers (or not); the core composes."""
         offers: list[Offer] = []
-        for name, provisioner in self.provisioners.items():
+        for name, provisioner in self.fleet.provisioners.items():
             try:
                 made = provisioner.offers(action.tasks, action.task_runtime_s, action.deadline_s)
             except Exception as exc:  # a pool that cannot answer makes no offer; the others still may
@@ -590,17 +591,17 @@ class Server(Fleet, Driver):
     # ------------------------------------------------------------ housekeeping
     def _housekeeping(self, mono: float, timers: dict[str, float]) -> None:
         master = self.config.master
-        self._collect_calls()
+        self.fleet.collect_calls()
         now = clock.now()
         for peer in list(self.peers.values()):
             silent = mono - peer.last_seen
             if silent > master.liveness_s:
                 log.warning("%s silent for %.0fs: declared lost", peer.machine, silent)
                 self._forget(peer)
-                self._lose(peer.machine, f"silent for {silent:.0f}s", now)
+                self.fleet.lose(peer.machine, f"silent for {silent:.0f}s", now)
         if mono - timers["status"] >= STATUS_POLL_S:
             timers["status"] = mono
-            self._poll_provisioners(now)
+            self.fleet.poll_provisioners(now)
         if mono - timers["heartbeat"] >= master.heartbeat_s:
             timers["heartbeat"] = mono
             beat = encode("heartbeat")
@@ -610,7 +611,7 @@ class Server(Fleet, Driver):
             _at, cluster, price = self._price_feed.pop(0)
             log.warning("cluster %s: price per ATU is now %g", cluster, price)
             self._feed(c.PriceChanged(now, cluster, price))
-        self._poll_prices(now, mono)
+        self.fleet.poll_prices(now, mono)
         self._feed(c.Tick(now))
         self._take_choice()
         self._journal_plan()

@@ -247,7 +247,7 @@ def test_the_server_plans_with_the_usable_max(tmp_path, monkeypatch):
     monkeypatch.setattr(server_module, "ACQUIRE_ATTEMPTS", 1)  # the call runs off the loop: one try
     server._do_acquire(c.Acquire("a", 5))
     for _ in range(200):  # the outcome is collected on the loop's ticks
-        server._collect_calls()
+        server.fleet.collect_calls()
         if core.clusters["a"].max == 1:
             break
         time.sleep(0.05)
