@@ -11,6 +11,7 @@ machines keep working through the ATU already paid for. The terminal is read by 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import sys
@@ -26,6 +27,7 @@ from bats.master.core.actions import OfferOptions
 if TYPE_CHECKING:  # the planners (numpy) are imported when options are shown, not by every run
     from bats.master.core.bats.policy import BatsCore, Choice
     from bats.master.core.planning.planner import Option
+    from bats.master.views.option_ids import OptionIds
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +51,14 @@ Answer = Chosen | StopRun
 class Chooser:
     """Answers from the flags (``--schedule``, ``--cushion``, ``--plan-only``)."""
 
-    def __init__(self, choice: Choice, out: TextIO | None = None) -> None:
+    def __init__(self, choice: Choice, out: TextIO | None = None, ids: OptionIds | None = None) -> None:
+        from bats.master.views.option_ids import OptionIds
+
         self.choice = choice
         self.out = out if out is not None else sys.stdout
+        self.ids = ids if ids is not None else OptionIds()  # the run's option ids (kept in its journal)
+        self.on_ids: Callable[[list[list[object]]], None] | None = None  # called with them when they grow
+        self.offered: tuple[Option, ...] = ()  # the options shown last, with the run's ids
         self._answer: Answer | None = None
         self.before_show: Callable[[], None] | None = None  # e.g. stop a live progress bar
         self.plot_path: str | None = None  # --plot FILE.png: the options drawn there when offered
@@ -69,16 +76,43 @@ class Chooser:
         return self.waited_s + max(0.0, ongoing)
 
     def offer(self, core: BatsCore, offer: OfferOptions) -> None:
+        before = self.ids.record()
+        offer = dataclasses.replace(offer, options=tuple(self.ids.renumber(offer.options)))
+        self.offered = offer.options
+        if self.on_ids is not None and self.ids.record() != before:
+            self.on_ids(self.ids.record())
         self.show(offer, core)
         if self.choice.plan_only:
             self._answer = StopRun("stopped after the options (--plan-only)")
         elif self.choice.schedule is not None:
             try:
-                option = core.choose(self.choice.schedule)
+                option = self.choose(core, self.choice.schedule)
             except ValueError as exc:
                 self._answer = StopRun(f"--schedule {self.choice.schedule}: {exc}")
                 return
-            self._answer = Chosen(option, self.choice.cushion)
+            self._answer = self._chosen(Chosen(option, self.choice.cushion))
+
+    def choose(self, core: BatsCore, spec: str) -> Option:
+        """The option ``spec`` names (as :meth:`BatsCore.choose`), an id read in the table shown."""
+        text = spec.strip()
+        if text.isdigit():
+            for option in self.offered:
+                if option.id == int(text):
+                    return option
+            shown = ", ".join(str(o.id) for o in sorted(self.offered, key=lambda o: o.id))
+            raise ValueError(f"no option {text} (the options are {shown})")
+        option = core.choose(spec)
+        return self.ids.renumber([option])[0]
+
+    def _as_shown(self, chosen: Chosen) -> None:
+        """Say so when the run cannot use the chosen row as it was shown: a budget raised for the
+        rounding problem (seed 000 Theorem 1) pays the row's machines only with its cushion."""
+        option = chosen.option
+        if option.rounding == "a" and not chosen.cushion_accepted and option.budget < option.cost - 1e-9:
+            machines = ", ".join(f"{n} x {name}" for name, n in option.machines.items() if n)
+            emit(f"option {option.id}'s row ({machines}) costs {option.cost:g}, above its budget {option.budget:g}: "
+                 f"its machines need the cushion ({option.cushion:g}); without it the run takes the fastest "
+                 f"configuration its budget pays (--cushion yes runs the row as shown)", file=self.out)
 
     def show(self, offer: OfferOptions, core: BatsCore | None = None) -> None:
         if self.before_show is not None:
@@ -122,8 +156,9 @@ class Chooser:
         return self._chosen(answer)
 
     def _chosen(self, answer: Answer | None) -> Answer | None:
-        if isinstance(answer, Chosen):
+        if isinstance(answer, Chosen) and self.chosen_at is None:
             self.chosen_at = clock.now()
+            self._as_shown(answer)
         return answer
 
 
@@ -132,8 +167,8 @@ class TerminalChooser(Chooser):
     chosen option has one and ``--cushion`` was not given."""
 
     def __init__(self, choice: Choice, cushion_given: bool, out: TextIO | None = None,
-                 read_line=None) -> None:
-        super().__init__(choice, out)
+                 read_line=None, ids: OptionIds | None = None) -> None:
+        super().__init__(choice, out, ids)
         self.cushion_given = cushion_given
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._read_line = read_line or sys.stdin.readline
@@ -184,7 +219,7 @@ class TerminalChooser(Chooser):
         if text.lower() in ("q", "quit", "stop"):
             return StopRun("stopped at the options by the operator")
         try:
-            option = core.choose(text)
+            option = self.choose(core, text)
         except ValueError as exc:
             emit(f"  {exc}", file=self.out)
             self._ask(PROMPT)

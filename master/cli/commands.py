@@ -378,8 +378,12 @@ def run(args: argparse.Namespace) -> int:
             dashboard.figures = watch.current
         chooser = None
         if choice.policy == "bats":
-            chooser = (TerminalChooser(choice, settings["choice"].get("cushion_given", False))
-                       if not choice.decided else Chooser(choice))
+            from bats.master.views.option_ids import OptionIds
+
+            ids = OptionIds(journal.meta.get("option_ids"))  # the ids shown by earlier sessions still hold
+            chooser = (TerminalChooser(choice, settings["choice"].get("cushion_given", False), ids=ids)
+                       if not choice.decided else Chooser(choice, ids=ids))
+            chooser.on_ids = lambda record: journal.set_meta("option_ids", record)
             if view is not None:
                 chooser.before_show = view.pause  # the table and prompt replace the live view
             chooser.plot_path = args.plot

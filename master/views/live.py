@@ -378,11 +378,13 @@ class Watch:
             return
         from bats.master.core.bats.settings import option_record
 
+        from .option_ids import OptionIds
         from .options_table import core_profitability
 
         self._options_journaled = options
+        shown = OptionIds(server.journal.meta.get("option_ids")).renumber(options)  # the ids the operator read
         server.journal.set_meta("options", {"tasks": view.tasks_at_plan,
-                                            "options": [option_record(o) for o in options],
+                                            "options": [option_record(o) for o in shown],
                                             "profitability": core_profitability(core)})
 
     def _journal_choice(self, server: Server, now: float) -> None:

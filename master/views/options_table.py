@@ -94,6 +94,12 @@ def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[floa
     note = cheapest_note(options, places)
     if note:
         lines.append(note)
+    raised = [o for o in options if o.rounding == "a" and o.budget < o.cost - 1e-9]
+    if raised:
+        ids = ", ".join(str(o.id) for o in raised)
+        lines.append(f"note: option(s) {ids} cost more than their budget: the budget was raised to fit the last "
+                     "tasks (seed 000's rounding, case a), and the row's machines run only with the cushion "
+                     "(--cushion yes); without it the run takes the fastest configuration the budget pays")
     if hidden:
         lines.append(f"({hidden} more Pareto-optimal option(s) between these; --all-options shows them, "
                      "any id works with --schedule)")
@@ -134,3 +140,4 @@ def core_profitability(core: Core) -> dict[str, float] | None:
     """:func:`profitability` at a BaTS core's current prices and the estimates its options used."""
     prices = {name: core.prices[name] / cl.atu_s for name, cl in core.clusters.items()}
     return profitability(dict(core.view().plan_estimates), prices, core.cluster_slots)
+

@@ -20,6 +20,8 @@ from bats.master.core import Core, Finish
 from bats.master.state.journal import Journal
 
 from .money import account, earlier
+from .option_ids import OptionIds
+from .option_ids import machines_key as _machines_key
 from .shell_hints import shell_lines
 
 
@@ -50,6 +52,13 @@ def build_report(core: Core, finish: Finish, journal: Journal, config: Config, s
         cost["sampling"], cost["execution"] = money["sampling"], money["execution"]
         bats.update(budget=money["budget"], cushion=money["cushion"],
                     sampling_apart=money["sampling_apart"], against_budget=money["against_budget"])
+        ids = OptionIds(journal.meta.get("option_ids"))  # the ids the operator read in the tables
+        if ids.ids:
+            bats["options"] = [{**o, "id": ids.ids.get(_machines_key(o["machines"]), o["id"]) if o["id"] else 0}
+                               for o in bats.get("options") or []]
+            if bats.get("selected") and bats["selected"]["id"]:
+                chosen = bats["selected"]
+                chosen["id"] = ids.ids.get(_machines_key(chosen["machines"]), chosen["id"])
         if before.plan is not None:  # the run keeps the plan an earlier session chose
             bats["resumed_with"] = {"session": session, "selected": bats.get("selected"),
                                     "budget_left": figures.get("budget"), "phase": figures.get("phase")}
@@ -167,8 +176,12 @@ def summary(report: dict[str, Any], report_path: str) -> str:
                      "(exit codes and output tails)")
     if report["status"] != "done" and tasks.get("not_run") and "budget is spent" not in str(report.get("reason")):
         state_dir = report.get("state_dir") or "bats-run"
-        lines.append(f"  resume    bats-master --resume --state-dir {shlex.quote(state_dir)} "
-                     "(runs the tasks not run; the money spent stays counted)")
+        if "--plan-only" in str(report.get("reason")):
+            lines.append(f"  resume    bats-master --resume --state-dir {shlex.quote(state_dir)} --schedule ID "
+                         "(runs the option of that id, from the sample already paid for)")
+        else:
+            lines.append(f"  resume    bats-master --resume --state-dir {shlex.quote(state_dir)} "
+                         "(runs the tasks not run; the money spent stays counted)")
     lines.append(f"  report    {report_path}")
     return "\n".join(lines)
 
