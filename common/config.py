@@ -29,6 +29,7 @@ from bats.common.background import BackgroundJob, BackgroundTraceError, load_bac
 from bats.common.durations import parse_duration
 from bats.common.prices import PriceTrace, PriceTraceError, load_trace
 from bats.common.protocol import MAX_SLOTS
+from bats.common.retry import RetryRules, parse_retry
 from bats.common.textfiles import UnreadableText, read_utf8
 
 
@@ -148,6 +149,7 @@ class Config:
     source: str = "<default>"
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    retry: RetryRules = field(default_factory=RetryRules)  # which failed attempts run again (common/retry.py)
 
     @property
     def monitor_interval_s(self) -> float:
@@ -394,9 +396,13 @@ def _with_line(message: str, source: str, text: str) -> str:
 
 def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str], OptionSpec]) -> Config:
     for key in doc:
-        if key not in ("master", "clusters", "sampling", "policy"):
+        if key not in ("master", "clusters", "sampling", "policy", "retry"):
             raise ConfigError(f"{source}: [{_name(key)}]: unknown top-level table "
-                              "(expected [master], [sampling], [policy.NAME] and [clusters.NAME])")
+                              "(expected [master], [sampling], [retry], [policy.NAME] and [clusters.NAME])")
+    try:
+        retry = parse_retry(f"{source}: [retry]", doc.get("retry", {}))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     master_raw = doc.get("master", {})
     if not isinstance(master_raw, dict):
         raise ConfigError(f"{source}: [master]: must be a table")
@@ -492,7 +498,7 @@ def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str]
             initial_workers=values.get("initial_workers"),
         )
     policy = _read_policy(source, doc.get("policy", {}), clusters)
-    return Config(master=master, clusters=clusters, source=source, sampling=sampling, policy=policy)
+    return Config(master=master, clusters=clusters, source=source, sampling=sampling, policy=policy, retry=retry)
 
 
 def _read_policy(source: str, raw: Any, clusters: dict[str, ClusterConfig]) -> PolicyConfig:

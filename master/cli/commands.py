@@ -76,6 +76,7 @@ def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
         if args.retries < 0:
             raise UsageError("--retries: must be 0 or more")
         settings["retries"] = args.retries
+        settings["retries_given"] = True
     if args.task_timeout is not None:
         settings["task_timeout_s"] = args.task_timeout or None
     if args.seed is not None:
@@ -83,6 +84,13 @@ def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
     if args.workers is not None:
         settings["workers"] = args.workers
     return settings
+
+
+def _retries(settings: dict, config: Config) -> int:
+    """How many times a failed task may run again: ``--retries N``, else ``[retry] attempts``, else 0."""
+    if settings.get("retries_given") or config.retry.attempts is None:
+        return int(settings["retries"])
+    return config.retry.attempts
 
 
 def _interactive() -> bool:
@@ -362,7 +370,7 @@ def run(args: argparse.Namespace) -> int:
         choice = _resumed_choice(journal, settings["choice"], session)
         prior_sample = _prior_sample(journal, choice, session)
         core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice, prior_sample=prior_sample,
-                          retries=settings["retries"], boot_timeout_s=config.master.boot_timeout_s,
+                          retries=_retries(settings, config), boot_timeout_s=config.master.boot_timeout_s,
                           finished=finished, max_held=config.master.worker_capacity,
                           adaptive_prefetch=config.master.prefetch is None)
         if finished:

@@ -36,7 +36,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-failed", action="store_true",
                    help="with --resume: run the tasks whose result was a failure (nonzero exit, timeout) again, "
                         "as well as those not run yet; each task keeps one result, its latest")
-    p.add_argument("--retries", type=int, metavar="N", help="re-run a failed task up to N times on another machine (default 0)")
+    p.add_argument("--retries", type=int, metavar="N", help="re-run a failed task up to N times on another machine (default: [retry] attempts "
+                   "in the config, else 0); the config's [retry] rules choose which failures, by exit code and cause")
     p.add_argument("--task-timeout", type=duration_arg, metavar="DURATION",
                    help="kill a task after this long and count it failed (e.g. 90s, 10m)")
     p.add_argument("--report", metavar="FILE", help="where to write report.json (default STATE_DIR/report.json)")

@@ -30,7 +30,8 @@ reads one number, the free slots of every machine not gone, which each machine k
 in a shared :class:`FreeSlots` as its held tasks, its slots and its state change, so a decision
 costs the same with a thousand machines as with two. A
 machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
-timeout) is retried up to ``retries`` times, preferably on another machine.
+timeout) is retried up to ``retries`` times, preferably on another machine, unless the config's
+retry rules (:mod:`bats.common.retry`: by exit code and cause) say that failure is final.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from bats.common.config import ClusterConfig
+from bats.common.retry import RetryRules
 
 from .actions import (
     Acquire,
@@ -269,6 +271,7 @@ class Core:
         rng: random.Random,
         *,
         retries: int = 0,
+        retry_rules: RetryRules | None = None,
         boot_timeout_s: float = 600.0,
         finished: dict[int, str] | None = None,
         max_held: int = DEFAULT_MAX_HELD,
@@ -282,6 +285,7 @@ class Core:
         self.clusters = clusters
         self.rng = rng
         self.retries = retries
+        self.retry_rules = retry_rules or RetryRules()  # which failures deserve a retry (common/retry.py)
         self.boot_timeout_s = boot_timeout_s
         ids = array("l", task_ids)
         self.total = len(ids)
@@ -498,7 +502,7 @@ class Core:
         task = ev.task
         failures = self._failures.get(task, 0) + 1
         self._failures[task] = failures
-        if failures <= self.retries:
+        if failures <= self.retries and self.retry_rules.decide(ev.exit_code, ev.timed_out) == "retry":
             self._status[task] = PENDING
             self._retry.append((task, ev.machine))
             return self._feed_hungry()

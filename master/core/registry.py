@@ -59,6 +59,7 @@ def build_core(task_ids: Iterable[int], config: Config, rng: random.Random, choi
     """The core ``choice.policy`` names, set up from the config and the flags (a BaTS run resumed
     before its choice plans from ``prior_sample``, the sample an earlier session measured)."""
     kwargs.setdefault("max_machines", config.master.max_machines)
+    kwargs.setdefault("retry_rules", config.retry)
     if choice.policy not in POLICIES:
         raise ValueError(f"unknown policy {choice.policy!r} (policies: {', '.join(POLICIES)})")
     if choice.policy == "self":
