@@ -78,6 +78,7 @@ class Bootstrap:
     config_dir: str = "."  # relative paths in the cluster's table (hosts_file, key) start here
     worker_command: tuple[str, ...] = (sys.executable, "-m", "bats.worker")
     server_key: str | None = None  # the master's CurveZMQ public key (Z85); None: plain TCP (--insecure)
+    task_shell: str = "/bin/sh"  # ``[master] shell``: what the worker runs tasks with (checked where it can be)
 
 
 class ProvisionerError(RuntimeError):

@@ -246,9 +246,13 @@ class SshProvisioner(CommandProvisioner):
         log_path = f"{log_dir}/{handle.machine_id}.log"
         program = self.bootstrap.worker_command[0]
         q = shlex.quote
+        shell = self.bootstrap.task_shell
         return "\n".join([
             f"command -v {q(program)} >/dev/null 2>&1 || "
             f"{{ echo {q(program + ': command not found')} >&2; exit 127; }}",
+            # a shell the host lacks would fail every task with 127: the host is refused instead
+            f"command -v {q(shell)} >/dev/null 2>&1 || "
+            f"{{ echo {q(f'[master] shell {shell}: not installed on this host')} >&2; exit 127; }}",
             f"mkdir -p {q(log_dir)} || exit 1",
             "if command -v setsid >/dev/null 2>&1; then s=setsid; else s=; fi",
             self.token_export(handle),

@@ -158,6 +158,9 @@ def choice_from_args(args: argparse.Namespace, config: Config):
         raise UsageError("--no-sampling needs --budget (without a sampling phase there are no options to choose from)")
     if args.plan_only and args.budget is not None:
         raise UsageError("--plan-only shows the options after sampling; --budget skips them")
+    if args.plan_only and args.schedule is not None:
+        raise UsageError("--plan-only stops at the options and --schedule runs one of them: give one "
+                         "(after --plan-only, --resume --schedule ID runs an option)")
     policy = args.policy
     deadline = getattr(args, "deadline", None)
     if policy == "offers":

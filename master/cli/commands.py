@@ -19,6 +19,7 @@ import logging
 import os
 import random
 import secrets
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -258,6 +259,11 @@ def _preflight(config: Config, config_dir: str) -> None:
             provisioners.load(cluster.provisioner).preflight(cluster, config_dir)
         except ProvisionerConfigError as exc:
             raise UsageError(f"{config.source}: [clusters.{name}] {exc}") from None
+    shell = config.master.shell
+    local = [name for name, cluster in config.clusters.items() if cluster.provisioner == "local"]
+    if local and shutil.which(shell) is None:  # every task would fail with 127
+        raise UsageError(f"{config.source}: [master] shell {shell!r}: not found on this machine, where the "
+                         f"workers of {', '.join(local)} run the tasks")
 
 
 def _endpoints(config: Config) -> tuple[str, str | None]:
@@ -359,6 +365,7 @@ def run(args: argparse.Namespace) -> int:
         bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
                               heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"),
                               state_dir=args.state_dir, config_dir=_config_dir(journal.meta, config),
+                              task_shell=config.master.shell,
                               server_key=keys.public_text if keys is not None else None)
         try:
             plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
@@ -741,10 +748,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _setup_logging(0, True)
             return cleanup(argv[1:])
         if argv and argv[0] == "completion":
-            from .completion import bash_script
+            from .completion import bash_script, zsh_script
 
-            parsers.completion_parser().parse_args(argv[1:])
-            emit(bash_script(), end="")
+            shell = parsers.completion_parser().parse_args(argv[1:]).shell
+            emit(zsh_script() if shell == "zsh" else bash_script(), end="")
             return EXIT_OK
         args = parsers.run_parser().parse_args(argv)
         _setup_logging(args.verbose, args.quiet)

@@ -1,9 +1,11 @@
-"""``bats-master completion bash``: a bash completion script for the three commands, made by walking
+"""``bats-master completion bash|zsh``: a completion script for the three commands, made by walking
 their argparse parsers, so it always lists the options the commands accept.
 
 What it completes: the subcommands of ``bats-master`` after the command name; the options of the
-command (or subcommand) after ``-``; an option's choices (``--policy``, ``--format``, ...); a folder
-after an option whose value is a ``DIR``; file names otherwise (``complete -o default``).
+command (or subcommand) after ``-``; an option's choices (``--policy``, ``--format``, ...) and the
+common values of ``--schedule`` (``cheapest``, ``fastest``, ``budget:``); a folder after an option
+whose value is a ``DIR``; file names otherwise (``complete -o default``). zsh runs the same script
+through its bash-completion layer (``bashcompinit``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import shlex
 from collections.abc import Iterable
 
 FUNCTION = "_bats_complete"
+# options whose values are free text with a few common words (an option id or an amount also works)
+VALUE_WORDS = {"--schedule": ("cheapest", "fastest", "budget:")}
 
 
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
@@ -61,8 +65,9 @@ def bash_script() -> str:
             if action.nargs == 0:
                 continue
             patterns = "|".join(shlex.quote(f"{key}:{option}") for option in action.option_strings)
-            if action.choices:
-                value_cases.append(f"        {patterns}) COMPREPLY=($(compgen -W {_words(action.choices)} "
+            words = action.choices or next((VALUE_WORDS[o] for o in action.option_strings if o in VALUE_WORDS), None)
+            if words:
+                value_cases.append(f"        {patterns}) COMPREPLY=($(compgen -W {_words(words)} "
                                    '-- "$cur")); return ;;')
             elif action.metavar == "DIR":
                 value_cases.append(f'        {patterns}) COMPREPLY=($(compgen -d -- "$cur")); return ;;')
@@ -101,4 +106,16 @@ def bash_script() -> str:
         "}",
         f"complete -o default -F {FUNCTION} bats-master bats-sim bats-worker",
         "",
+    ])
+
+
+def zsh_script() -> str:
+    """The same completion for zsh (its ``bashcompinit`` runs bash completion functions);
+    ``source <(bats-master completion zsh)`` in ~/.zshrc loads it."""
+    return "\n".join([
+        "# zsh completion for bats-master, bats-sim and bats-worker (the bash script, through bashcompinit);",
+        "# load it with: source <(bats-master completion zsh)",
+        "autoload -U +X compinit && compinit -u",
+        "autoload -U +X bashcompinit && bashcompinit",
+        bash_script(),
     ])

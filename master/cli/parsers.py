@@ -100,8 +100,8 @@ def completion_parser() -> argparse.ArgumentParser:
     p = OneLineArgumentParser(prog="bats-master completion",
                               description="Print a shell completion script for bats-master, bats-sim and "
                                           "bats-worker, made from their options: "
-                                          "source <(bats-master completion bash)")
-    p.add_argument("shell", choices=("bash",), help="the shell to complete in (bash)")
+                                          "source <(bats-master completion bash) (or zsh)")
+    p.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in (bash or zsh)")
     return p
 
 

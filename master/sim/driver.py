@@ -564,7 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="virtual time between the core's Tick events (default 60s)")
     p.add_argument("--report", metavar="FILE", help="write report.json here")
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stdout")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no summary on stdout (an incomplete run still says why, in one line on stderr)")
     p.add_argument("--version", action="version", version=f"bats {__version__}")
     add_choice_flags(p)
     return p
@@ -632,6 +633,10 @@ def run(args: argparse.Namespace) -> int:
     _plot(args.plot, sim.core)
     planned_only = choice.plan_only and bool(getattr(sim.core, "options", None))  # as bats-master --plan-only
     ok = sim.finish is not None and (sim.finish.status == "done" or planned_only)
+    if not ok and args.quiet:  # no summary, but an exit status of 1 says why in one line
+        tasks = report["tasks"]
+        print(f"bats-sim: {report['status']}: {report['reason']} ({tasks['done']} done, {tasks['failed']} failed, "
+              f"{tasks['not_run']} not run, of {tasks['total']})", file=sys.stderr)
     return EXIT_OK if ok else EXIT_INCOMPLETE
 
 

@@ -97,7 +97,34 @@ def test_the_script_completes_subcommands_options_and_choices(script, tmp_path):
     assert _complete(script, "/usr/local/bin/bats-sim", "--pol") == ["--policy"]
     assert _complete(script, "bats-sim", "--policy", "a") == ["adaptive", "auto"]
     assert _complete(script, "bats-worker", "--log-level", "W") == ["WARNING"]
-    assert _complete(script, "bats-master", "completion", "") == ["bash"]
+    assert _complete(script, "bats-master", "completion", "") == ["bash", "zsh"]
+    assert _complete(script, "bats-master", "--schedule", "") == ["budget:", "cheapest", "fastest"]
+    assert _complete(script, "bats-sim", "--schedule", "f") == ["fastest"]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="needs zsh")
+def test_zsh_loads_the_completion_and_completes_schedule_values(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "bats.master.cli", "completion", "zsh"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    path = tmp_path / "bats.zsh"
+    path.write_text(out.stdout)
+    # bashcompinit's wrapper calls the function with ksharrays set (bash's 0-based arrays), as here
+    program = (f"source {path}; setopt ksharrays; COMP_WORDS=(bats-master --schedule ''); COMP_CWORD=2; "
+               '_bats_complete; print -l -- "${COMPREPLY[@]}"; complete -p bats-master')
+    done = subprocess.run(["zsh", "-f", "-c", program], capture_output=True, text=True, timeout=30,
+                          env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert sorted(lines[:3]) == ["budget:", "cheapest", "fastest"]  # zsh itself then matches what was typed
+    assert lines[3] == "complete -o default -F _bats_complete bats-master"  # registered for the command
+
+
+def test_the_zsh_script_is_the_bash_one_behind_bashcompinit():
+    from bats.master.cli.completion import zsh_script
+
+    text = zsh_script()
+    assert "bashcompinit" in text and bash_script() in text
 
 
 def test_completion_for_another_shell_is_bad_input():

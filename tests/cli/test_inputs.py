@@ -152,6 +152,8 @@ CONFIG_CASES = {
                                     ["clusters.toml:8:", "not valid TOML"]),
     "second-cluster-unknown-provisioner": (LOCAL + '\n[clusters.b]\nmax = 1\nprovisioner = "ec9"\n',
                                            ["clusters.toml:7:", "[clusters.b]", "ec9"]),
+    "retry-rule-bad-action": (LOCAL + '\n[retry]\nrules = [{ exit = 2, action = "maybe" }]\n',
+                              ["[retry] rules[0] action", "maybe"]),
 }
 # Where the line is known, the message starts FILE:LINE: (the key's line, else its table's)
 CONFIG_LINES = {
@@ -192,9 +194,12 @@ FLAG_CASES = {
     "bag-missing-value": (["--state-dir", "run", "--bag"], ["--bag"]),
     "results-bad-format": (["results", "--format", "xml"], ["--format", "xml"]),
     "resume-no-state-dir": (["--resume", "--state-dir", "run"], ["run"]),
+    "shell-missing-here": ([*CONFIG_RUN], ["[master] shell", "/no/such/shell", "not found on this machine"]),
+    "plan-only-with-schedule": ([*CONFIG_RUN, "--plan-only", "--schedule", "fastest"], ["--plan-only", "--schedule"]),
 }
 for _name, (_args, _fragments) in FLAG_CASES.items():
-    CASES[f"flag-{_name}"] = Case({"bag.txt": GOOD_BAG, "clusters.toml": LOCAL}, _args, _fragments)
+    _config = '[master]\nshell = "/no/such/shell"\n' + LOCAL if _name == "shell-missing-here" else LOCAL
+    CASES[f"flag-{_name}"] = Case({"bag.txt": GOOD_BAG, "clusters.toml": _config}, _args, _fragments)
 CASES["flag-resume-empty-state-dir"] = Case({"run": DIR}, ["--resume", "--state-dir", "run"], ["run"])
 CASES["flag-state-dir-is-a-file"] = Case({"bag.txt": GOOD_BAG, "run": "not a dir"}, BAG_RUN, ["run"],
                                          kept={"run": "not a dir"})

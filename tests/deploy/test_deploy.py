@@ -45,7 +45,31 @@ def test_the_cloud_init_template_is_cloud_config_that_starts_the_worker():
     files = {f["path"]: f["content"] for f in doc["write_files"]}
     assert files["/etc/bats/worker.sh"].splitlines()[-1].startswith("exec bats-worker --master tcp://10.0.0.5:5555")
     assert "pip install 'bats==0.1.0'" in files["/etc/bats/install.sh"]
-    assert ["systemctl", "enable", "--now", "bats-worker.service"] in doc["runcmd"]
+    assert doc["runcmd"] == [["sh", "/etc/bats/setup.sh"]]
+    setup = files["/etc/bats/setup.sh"]
+    assert setup.splitlines()[0] == "#!/bin/sh" and "\nset -eu\n" in setup
+    assert setup.rstrip().endswith("systemctl enable --now bats-worker.service")
+
+
+def test_the_cloud_init_set_up_stops_at_a_python_older_than_3_11_saying_so(tmp_path):
+    """The set-up script, run with a stand-in python3 of another version, stops before installing."""
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load(render(UserData.load(str(DEPLOY / "cloud-init.yaml"))))
+    setup = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/bats/setup.sh")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    for name, body in (("python3", 'case "$1" in -V) echo "Python 3.9.2";; *) exit 1;; esac'),
+                       ("systemctl", f'echo "systemctl $*" >> {calls}'), ("ln", f'echo "ln $*" >> {calls}')):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "setup.sh").write_text(setup)
+    done = subprocess.run(["sh", str(tmp_path / "setup.sh")], capture_output=True, text=True, timeout=30,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert done.returncode == 1
+    assert done.stderr.strip() == "bats: the worker needs Python 3.11 or newer; this image has Python 3.9.2"
+    assert not calls.exists()  # nothing installed, linked or started
+    subprocess.run(["sh", "-n", str(tmp_path / "setup.sh")], check=True)
 
 
 def test_the_unit_and_the_image_script():

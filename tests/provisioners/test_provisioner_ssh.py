@@ -260,6 +260,25 @@ def test_a_host_that_refuses_is_a_clear_acquire_error(tmp_path, two_hosts):
         prov.close()
 
 
+def test_a_host_without_the_tasks_shell_is_refused_saying_so(tmp_path, two_hosts):
+    """[master] shell names a shell the host lacks: its worker is not started (every task would fail
+    with 127); the acquire error says which shell."""
+    hosts, known = two_hosts
+    opts = {**{k: default for k, (_kind, default) in SshProvisioner.OPTIONS.items()},
+            "hosts": [f"127.0.0.1:{hosts[0].port}"], "user": "root", "key": str(hosts[0].client_key),
+            "known_hosts": str(known), "worker": WORKER, "log_dir": str(tmp_path / "logs")}
+    cl = ClusterConfig(name=f"pool{os.getpid()}f", provisioner="ssh", max=1, price=0.0, atu_s=3600.0, options=opts)
+    prov = SshProvisioner(cl, Bootstrap(master_endpoint="tcp://127.0.0.1:9", run_id="t", config_dir=str(tmp_path),
+                                        task_shell="/no/such/zsh"))
+    try:
+        with pytest.raises(Exception, match=r"failed \(exit 127\): \[master\] shell /no/such/zsh: "
+                                            r"not installed on this host"):
+            prov.acquire(1)
+    finally:
+        prov.close()
+    assert not workers_of_cluster(cl.name)
+
+
 # ---------------------------------------------------------------- config errors (no sshd needed)
 @pytest.mark.parametrize("options, message", [
     ({"hosts": ["a:99999"]}, "hosts: entry 1: bad port in 'a:99999'"),

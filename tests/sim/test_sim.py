@@ -241,6 +241,10 @@ def test_cli_default_config_and_incomplete_exit(capsys):
     assert main(["--workers", "3", "--tasks", "7", "--runtimes", "fixed:5", "--seed", "1"]) == 0
     assert "3 machine(s)" in capsys.readouterr().out
     assert main(["--workers", "2", "--tasks", "5", "--runtimes", "fixed:5", "--fail-rate", "1", "-q"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""  # -q: no summary, but the exit status of 1 is explained in one line
+    assert err.startswith("bats-sim: failed: 5 task(s) failed") and err.endswith("(0 done, 5 failed, 0 not run, of 5)\n")
+    assert err.count("\n") == 1
 
 
 BAD_SPECS = ["", "gauss:1,2", "normal", "normal:15m", "normal:15m,2m,3m", "normal:-1,2", "normal:0,1",
