@@ -26,6 +26,9 @@
    transport and with ``--insecure``, alternating; medians and their ratio from the same run.
 9. The deadline ILP (``bench/deadline_bench.py``): seed 004's program for 1,000 tasks on five
    types in 12 intervals, CPU time in-process.
+10. Scale (``bench/scale_bench.py``): 200, 500 and 1,000 emulated machines (``bench/emulate.py``)
+    on one master, no-op and ``sleep 1`` bags; the master's CPU per no-op task with 2 workers, its
+    start-up and its RSS at 200,000 tasks; 10,000 ``true`` beside ``xargs -P2`` and GNU parallel.
 
 Writes ``bench/RESULTS.md`` (``--quick`` writes ``bench/out/RESULTS-quick.md`` unless ``--output``
 is given, so a smoke run never replaces the real results). Every run gets a fresh temporary
@@ -1080,8 +1083,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {DEFAULT_BUDGET_S:.0f}; --full's big run is not counted)")
     p.add_argument("--quick", action="store_true", help="small bags and one repeat: a smoke run")
     p.add_argument("--full", action="store_true", help="also run bats-master on the 1,000,000-task bag")
-    p.add_argument("--only", default="1,2,3,4,5,6,7,8,9",
-                   help="comma-separated benchmarks to run (default 1,2,3,4,5,6,7,8,9)")
+    p.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10",
+                   help="comma-separated benchmarks to run (default 1,2,3,4,5,6,7,8,9,10)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="MAX:PREFETCH,...",
                    help=f"benchmark 1's configurations, max workers and [master] prefetch (default "
                         f"{DEFAULT_VARIANTS}; PREFETCH is auto or 0-{MAX_PREFETCH}, a bare MAX means auto)")
@@ -1167,6 +1170,11 @@ def main(argv: list[str] | None = None) -> int:
             samples = 5 if args.quick else 25
             log(f"benchmark 9: deadline ILP, 1,000 tasks, 5 types, 12 intervals, {samples} plans")
             sections.append(bench_deadline(samples))
+        if 10 in only:
+            from scale_bench import bench_scale
+
+            log("benchmark 10: scale, emulated fleets of 200-1,000 machines and 10,000 true vs xargs and parallel")
+            sections.append(bench_scale(work, BATS_MASTER, run_bats, write_noop_config, log, args.quick))
     write_results(output, sections, args, argv, started, started_at, env, git)
     log(f"wrote {output} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0
