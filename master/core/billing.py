@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # the array forms import numpy when called: a run that plans nothing starts without it
+    import numpy as np
 
 EPS = 1e-9  # guards ceil() and floor() against float noise on an exact integer
 FINE_ATU_S = 10.0  # an ATU this short or shorter bills "by the second": no edge worth waiting for
@@ -56,12 +58,16 @@ def units(seconds: float, atu_s: float, min_charge_s: float = 0.0) -> int:
 def atus_begun_array(uptime_s: np.ndarray | float, atu_s: np.ndarray | float,
                      min_charge_s: np.ndarray | float = 0.0) -> np.ndarray:
     """:func:`atus_begun` of many uptimes at once (broadcast), as floats."""
+    import numpy as np
+
     return np.maximum(1.0, np.ceil(np.maximum(uptime_s, min_charge_s) / atu_s - EPS))
 
 
 def units_array(seconds: np.ndarray | float, atu_s: np.ndarray | float,
                 min_charge_s: np.ndarray | float = 0.0) -> np.ndarray:
     """:func:`units` of many lengths at once (broadcast), as int64."""
+    import numpy as np
+
     seconds = np.asarray(seconds, dtype=float)
     return np.where(seconds > 0, atus_begun_array(seconds, atu_s, min_charge_s), 0.0).astype(np.int64)
 
@@ -73,6 +79,8 @@ def atus_spanning(seconds: float, atu_s: float) -> int:
 
 def atus_spanning_array(seconds: np.ndarray | float, atu_s: np.ndarray | float) -> np.ndarray:
     """:func:`atus_spanning` of many stretches at once, as floats."""
+    import numpy as np
+
     return np.maximum(0.0, np.ceil(np.asarray(seconds, dtype=float) / atu_s - EPS))
 
 
@@ -83,6 +91,8 @@ def whole(length: float, each: float) -> int:
 
 def whole_array(length: np.ndarray | float, each: np.ndarray | float) -> np.ndarray:
     """:func:`whole` of many lengths at once, as floats."""
+    import numpy as np
+
     return np.maximum(0.0, np.floor(np.asarray(length, dtype=float) / each + EPS))
 
 

@@ -49,3 +49,22 @@ def test_every_core_has_a_typed_read_only_view(policy):
     assert view.selected is None and not view.options
     with pytest.raises(dataclasses.FrozenInstanceError):
         view.phase = "x"  # type: ignore[misc]
+
+
+def test_a_plain_run_imports_no_policy_numpy_or_scipy(tmp_path):
+    """What ``bats-master --bag`` loads to run a bag on local workers: no planner, no solver, no
+    numpy (their imports were most of a short run's start-up); ``-X importtime`` lists every import."""
+    import subprocess
+    import sys
+
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("true\n" * 3)
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "bats.master.cli", "--quiet", "--bag", str(bag),
+                          "--state-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
+    assert "bats.master.core.base" in imported  # the listing is there
+    heavy = sorted(m for m in imported if m.split(".")[0] in ("numpy", "scipy")
+                   or m.startswith(("bats.master.core.bats.policy", "bats.master.core.deadline",
+                                    "bats.master.core.planning.planner")))
+    assert heavy == []
