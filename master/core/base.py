@@ -189,9 +189,11 @@ class Machine:
 
     def mark_started(self, now: float) -> None:
         """Tasks that moved into a free slot start now (the worker starts them when one ends)."""
-        while len(self.started) < self.running:
-            self.started.append(now)
-        self.running_since = self.started[0] if self.started else None
+        started = self.started
+        missing = min(len(self.held), self.slots) - len(started)  # running tasks without a start
+        if missing > 0:
+            started.extend([now] * missing)
+        self.running_since = started[0] if started else None
 
     def mark_ended(self, index: int) -> None:
         """The task at ``held[index]`` (already removed from ``held``) ended or left."""
