@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                     frame = sock.recv(zmq.NOBLOCK)
                 except zmq.Again:
                     break
-                m.frame_gap = max(m.frame_gap, now - m.last_recv)
+                if m.welcomed:  # the wait for the welcome (the join of the whole fleet) is not a silence
+                    m.frame_gap = max(m.frame_gap, now - m.last_recv)
                 m.last_recv = now
                 try:
                     messages = decode_all(frame, MASTER_TYPES)
