@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import zmq
 from zmq.utils import z85
@@ -49,8 +49,10 @@ from bats.common import __version__
 from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode, frames
 from bats.worker import reaper
-from bats.worker.spot import SpotWatcher
 from bats.worker.task import DEFAULT_SHELL, TaskRun
+
+if TYPE_CHECKING:  # urllib and http.client come with --spot-notice only
+    from bats.worker.spot import SpotWatcher
 
 log = logging.getLogger("bats.worker")
 TOKEN_ENV = "BATS_TOKEN"  # how a provisioner hands a worker its one-time token (not on the command line)
@@ -132,6 +134,8 @@ class Worker:
         """Serve the master until stopped; return the process exit code (0)."""
         self._install_signals()
         if self.opts.spot_notice:
+            from bats.worker.spot import SpotWatcher
+
             self._watcher = SpotWatcher(self.opts.spot_notice, self.opts.spot_poll_s)
             self._poller.register(self._watcher.read_fd, zmq.POLLIN)
             self._watcher.start()

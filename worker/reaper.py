@@ -15,13 +15,13 @@ threads) leaves that process's children alone.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:  # psutil is imported by the rare sweep that finds something, not by every worker
+    import psutil
 
 log = logging.getLogger("bats.worker")
 
@@ -32,8 +32,10 @@ def become_subreaper() -> bool:
     """Ask Linux to re-parent this process's orphaned descendants to it; False where it cannot."""
     if not sys.platform.startswith("linux"):
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    import ctypes
+
+    try:  # the process's own symbols hold libc's (ctypes.util.find_library ran ldconfig: milliseconds)
+        libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
@@ -51,6 +53,8 @@ def kill_leftovers(keep: set[int]) -> int:
     quick = _main_thread_children()
     if quick is not None and all(pid in keep for pid in quick):
         return 0
+    import psutil
+
     children = []
     for pid in _child_pids():
         with contextlib.suppress(psutil.Error):
@@ -112,6 +116,8 @@ def _child_pids() -> list[int]:
             except ProcessLookupError:
                 continue  # the thread ended meanwhile
     except (FileNotFoundError, NotADirectoryError):
+        import psutil
+
         try:
             return [child.pid for child in psutil.Process().children()]
         except psutil.Error:
@@ -122,6 +128,8 @@ def _child_pids() -> list[int]:
 
 
 def _name(process: psutil.Process) -> str:
+    import psutil
+
     try:
         return process.name()
     except psutil.Error:
