@@ -84,7 +84,28 @@ def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
         settings["seed"] = args.seed
     if args.workers is not None:
         settings["workers"] = args.workers
+    if getattr(args, "results", None):
+        settings["results_dir"] = os.path.abspath(args.results)
     return settings
+
+
+def _results_dir(settings: dict, config: Config) -> str | None:
+    """``--results DIR``, made now (bad input when it cannot be), kept by the run's settings on --resume."""
+    folder = settings.get("results_dir")
+    if not folder:
+        return None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        probe = Path(folder) / f".bats-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--results {folder}: cannot write there: {exc.strerror or exc}") from None
+    remote = [name for name, cl in config.clusters.items() if cl.provisioner != "local"]
+    if remote:
+        log.warning("--results %s: the machines of %s write the outputs where they run: the folder must be "
+                    "shared with them at the same path", folder, ", ".join(remote))
+    return folder
 
 
 def _retries(settings: dict, config: Config) -> int:
@@ -158,6 +179,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
             _check_installed(config)
             settings["choice"] = _choice(args, config, settings, resuming=True)
             _preflight(config, _config_dir(journal.meta, config))
+            _results_dir(settings, config)
             journal.set_meta("settings", settings)
             bound = bind(config, _run_keys(args, state_dir, config))
         except BaseException:
@@ -174,6 +196,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
     _check_installed(config)
     settings["choice"] = _choice(args, config, settings, resuming=False)
     _preflight(config, _config_dir({"config_path": args.config}, config))
+    _results_dir(settings, config)
     if (state_dir / "journal.sqlite").exists():
         raise UsageError(f"{state_dir}: holds a run already; pass --resume to continue it "
                          "or choose another --state-dir")
@@ -402,7 +425,12 @@ def run(args: argparse.Namespace) -> int:
             if view is not None:
                 chooser.before_show = view.pause  # the table and prompt replace the live view
             chooser.plot_path = args.plot
-        server = Server(core, bag, config, journal, plugins, sock, session,
+        from bats.master.state.outputs import OutputsBag
+
+        results_dir = settings.get("results_dir")  # checked by _prepare
+
+        server = Server(core, OutputsBag.around(bag, results_dir) if results_dir else bag, config, journal, plugins,
+                        sock, session,
                         task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser,
                         secure=keys is not None, keep_machines=args.keep_machines)
         try:

@@ -41,6 +41,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--task-timeout", type=duration_arg, metavar="DURATION",
                    help="kill a task after this long and count it failed (e.g. 90s, 10m)")
     p.add_argument("--report", metavar="FILE", help="where to write report.json (default STATE_DIR/report.json)")
+    p.add_argument("--results", metavar="DIR",
+                   help="keep every task's whole stdout and stderr as DIR/ID/stdout and DIR/ID/stderr (ID: its line "
+                        "number); machines other than local ones need DIR shared with this one")
     p.add_argument("--workers", type=int, metavar="N", help="with no --config: local workers to start (default: one per core)")
     p.add_argument("--seed", type=int, help="seed for the random task order (default: random, recorded in the journal)")
     p.add_argument("--insecure", action="store_true",

@@ -260,6 +260,26 @@ def test_a_host_that_refuses_is_a_clear_acquire_error(tmp_path, two_hosts):
         prov.close()
 
 
+def test_results_keeps_each_tasks_whole_output_from_workers_started_over_ssh(tmp_path, two_hosts):
+    """--results over ssh: the hosts (sshd on this machine) share the folder with the master."""
+    hosts, known = two_hosts
+    cluster = f"pool{os.getpid()}g"
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("".join(f"seq 1 {20000 + i}; echo err-{i} >&2\n" for i in range(1, 7)))
+    config = pool_config(tmp_path / "pool.toml", hosts, known, cluster, [1, 1])
+    try:
+        done = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--state-dir",
+                               str(tmp_path / "run"), "--results", str(tmp_path / "out")], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        kill_all(workers_of_cluster(cluster))
+    assert done.returncode == 0, done.stderr
+    for i in range(1, 7):
+        assert (tmp_path / "out" / str(i) / "stdout").read_text() == "".join(f"{n}\n" for n in range(1, 20001 + i))
+        assert (tmp_path / "out" / str(i) / "stderr").read_text() == f"err-{i}\n"
+    assert {r["machine"].rsplit("-", 1)[0] for r in export(tmp_path / "run")} == {f"{cluster}-s1"}
+
+
 def test_a_host_without_the_tasks_shell_is_refused_saying_so(tmp_path, two_hosts):
     """[master] shell names a shell the host lacks: its worker is not started (every task would fail
     with 127); the acquire error says which shell."""
