@@ -90,7 +90,8 @@ def _complete(script: str, *words: str) -> list[str]:
 
 @needs_bash
 def test_the_script_completes_subcommands_options_and_choices(script, tmp_path):
-    assert _complete(script, "bats-master", "--re") == ["--report", "--resume", "--retries", "--retry-failed"]
+    assert _complete(script, "bats-master", "--re") == ["--report", "--results", "--resume", "--retries",
+                                                        "--retry-failed"]
     assert _complete(script, "bats-master", "re") == ["report", "results"]
     assert _complete(script, "bats-master", "results", "--format", "") == ["csv", "jsonl"]
     assert _complete(script, "bats-master", "results", "--f") == ["--failed", "--format"]
