@@ -27,6 +27,7 @@ from typing import Any
 
 from bats.common.background import BackgroundJob, BackgroundTraceError, load_background
 from bats.common.durations import parse_duration
+from bats.common.files import FilesConfig, parse_files
 from bats.common.prices import PriceTrace, PriceTraceError, load_trace
 from bats.common.protocol import MAX_SLOTS
 from bats.common.retry import RetryRules, parse_retry
@@ -150,6 +151,7 @@ class Config:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     retry: RetryRules = field(default_factory=RetryRules)  # which failed attempts run again (common/retry.py)
+    files: FilesConfig = field(default_factory=FilesConfig)  # inputs, setup and outputs (common/files.py)
 
     @property
     def monitor_interval_s(self) -> float:
@@ -396,11 +398,12 @@ def _with_line(message: str, source: str, text: str) -> str:
 
 def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str], OptionSpec]) -> Config:
     for key in doc:
-        if key not in ("master", "clusters", "sampling", "policy", "retry"):
+        if key not in ("master", "clusters", "sampling", "policy", "retry", "files"):
             raise ConfigError(f"{source}: [{_name(key)}]: unknown top-level table "
-                              "(expected [master], [sampling], [retry], [policy.NAME] and [clusters.NAME])")
+                              "(expected [master], [sampling], [retry], [files], [policy.NAME] and [clusters.NAME])")
     try:
         retry = parse_retry(f"{source}: [retry]", doc.get("retry", {}))
+        files = parse_files(f"{source}: [files]", doc.get("files", {}))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     master_raw = doc.get("master", {})
@@ -498,7 +501,7 @@ def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str]
             initial_workers=values.get("initial_workers"),
         )
     policy = _read_policy(source, doc.get("policy", {}), clusters)
-    return Config(master=master, clusters=clusters, source=source, sampling=sampling, policy=policy, retry=retry)
+    return Config(master=master, clusters=clusters, source=source, sampling=sampling, policy=policy, retry=retry, files=files)
 
 
 def _read_policy(source: str, raw: Any, clusters: dict[str, ClusterConfig]) -> PolicyConfig:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from bats.common.config import ClusterConfig, OptionSpec
+from bats.common.files import FilesConfig
 
 TOKEN_ENV = "BATS_TOKEN"  # the worker reads its token from this variable (bats.worker.main)
 PARENT_ENV = "BATS_PARENT_PID"  # a local worker's master, which it leaves with (--exit-with-parent)
@@ -79,6 +80,7 @@ class Bootstrap:
     worker_command: tuple[str, ...] = (sys.executable, "-m", "bats.worker")
     server_key: str | None = None  # the master's CurveZMQ public key (Z85); None: plain TCP (--insecure)
     task_shell: str = "/bin/sh"  # ``[master] shell``: what the worker runs tasks with (checked where it can be)
+    files: FilesConfig | None = None  # ``[files]`` with its inputs resolved (common/files.py); None: none
 
 
 class ProvisionerError(RuntimeError):

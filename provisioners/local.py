@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import IO, ClassVar
 
 from bats.common.config import ClusterConfig, OptionSpec
-from bats.provisioners.base import PARENT_ENV, MachineHandle, NodeState, Provisioner
+from bats.provisioners.base import PARENT_ENV, MachineHandle, NodeState, Provisioner, ProvisionerError
 
 log = logging.getLogger(__name__)
 
@@ -97,20 +98,68 @@ class LocalProvisioner(Provisioner):
             return ["/bin/sh", "-c", f"sleep {startup:g}; exec {shlex.join(argv)}"]
         return argv
 
+    def _files_dir(self) -> str:
+        """This machine's files folder ([files]): the run's ``STATE_DIR/files``."""
+        return os.path.abspath(os.path.join(self.bootstrap.state_dir or ".", "files"))
+
+    def _ship_inputs(self) -> None:
+        """[files] inputs into the files folder, once: a folder that holds the same set is left alone."""
+        files = self.bootstrap.files
+        assert files is not None
+        folder = Path(self._files_dir())
+        for name in ("inputs", "tasks", "outputs"):
+            (folder / name).mkdir(parents=True, exist_ok=True)
+        marker = folder / "inputs" / ".bats-set"
+        wanted = files.input_set()
+        if marker.exists() and marker.read_text().strip() == wanted:
+            return
+        for path in files.inputs:
+            target = folder / "inputs" / os.path.basename(path)
+            shutil.copyfile(path, str(target) + ".part")
+            os.replace(str(target) + ".part", target)
+        marker.write_text(wanted + "\n")
+
+    def _setup(self, handle: MachineHandle) -> str | None:
+        """[files] setup for one machine, in its inputs folder; None, or why it failed."""
+        files = self.bootstrap.files
+        if files is None or not files.setup:
+            return None
+        folder = self._files_dir()
+        done = subprocess.run(["/bin/sh", "-c", files.setup], cwd=os.path.join(folder, "inputs"),
+                              stdin=subprocess.DEVNULL, capture_output=True,
+                              env={**os.environ, "BATS_FILES": folder, "BATS_MACHINE": handle.machine_id})
+        if done.returncode == 0:
+            return None
+        said = (done.stderr or done.stdout).decode("utf-8", "replace").strip().splitlines()
+        return (f"cluster {self.cluster.name}: [files] setup failed on {handle.machine_id} (exit {done.returncode}): "
+                f"{said[-1] if said else 'no message'}; the machine is given up")
+
     def acquire(self, n: int) -> list[MachineHandle]:
         handles = []
         log_dir = self.bootstrap.log_dir
         if log_dir:
             Path(log_dir).mkdir(parents=True, exist_ok=True)
+        if self.bootstrap.files is not None:
+            self._ship_inputs()
+        failed: list[str] = []
         for _ in range(n):
             handle = self.new_handle()
+            reason = self._setup(handle)
+            if reason is not None:
+                log.error("%s", reason)
+                failed.append(reason)
+                continue
             log_path = os.path.join(log_dir, f"{handle.machine_id}.log") if log_dir else None
             # the worker watches this process: gone (even before the worker looks), the worker leaves
             env = {**self.bootstrap_env(handle), PARENT_ENV: str(os.getpid())}
+            if self.bootstrap.files is not None:
+                env["BATS_FILES"] = self._files_dir()
             proc = self._spawn(self._argv(handle), log_path, env)
             handle.native_id = str(proc.pid)
             self._procs[handle.machine_id] = proc
             handles.append(handle)
+        if failed and not handles:
+            raise ProvisionerError(failed[0])
         return handles
 
     def release(self, handles: list[MachineHandle]) -> None:

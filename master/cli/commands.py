@@ -282,11 +282,22 @@ def _preflight(config: Config, config_dir: str) -> None:
             provisioners.load(cluster.provisioner).preflight(cluster, config_dir)
         except ProvisionerConfigError as exc:
             raise UsageError(f"{config.source}: [clusters.{name}] {exc}") from None
+    _files(config, config_dir)
     shell = config.master.shell
     local = [name for name, cluster in config.clusters.items() if cluster.provisioner == "local"]
     if local and shutil.which(shell) is None:  # every task would fail with 127
         raise UsageError(f"{config.source}: [master] shell {shell!r}: not found on this machine, where the "
                          f"workers of {', '.join(local)} run the tasks")
+
+
+def _files(config: Config, config_dir: str):
+    """``[files]`` with its inputs found from the config's folder (bad input when one cannot be read)."""
+    from bats.common.files import resolved
+
+    try:
+        return resolved(config.files, config_dir, f"{config.source}: [files]")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _endpoints(config: Config) -> tuple[str, str | None]:
@@ -385,10 +396,12 @@ def run(args: argparse.Namespace) -> int:
         if advertise is None:
             advertise = bound.replace("0.0.0.0", _host_address())
         session = journal.add_session(clock.now())
+        files = _files(config, _config_dir(journal.meta, config))
         bootstrap = Bootstrap(master_endpoint=advertise, run_id=journal.run_id, session=session,
                               heartbeat_s=config.master.heartbeat_s, log_dir=str(Path(args.state_dir) / "logs"),
                               state_dir=args.state_dir, config_dir=_config_dir(journal.meta, config),
                               task_shell=config.master.shell,
+                              files=files if files.used else None,
                               server_key=keys.public_text if keys is not None else None)
         try:
             plugins = {name: provisioners.load(cl.provisioner)(cl, bootstrap) for name, cl in config.clusters.items()}
@@ -425,12 +438,14 @@ def run(args: argparse.Namespace) -> int:
             if view is not None:
                 chooser.before_show = view.pause  # the table and prompt replace the live view
             chooser.plot_path = args.plot
+        from bats.master.state.files import FilesBag
         from bats.master.state.outputs import OutputsBag
 
         results_dir = settings.get("results_dir")  # checked by _prepare
-
-        server = Server(core, OutputsBag.around(bag, results_dir) if results_dir else bag, config, journal, plugins,
-                        sock, session,
+        server_bag = FilesBag.around(bag, files) if files.used else bag  # the commands as the workers get them
+        if results_dir:
+            server_bag = OutputsBag.around(server_bag, results_dir)
+        server = Server(core, server_bag, config, journal, plugins, sock, session,
                         task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser,
                         secure=keys is not None, keep_machines=args.keep_machines)
         try:

@@ -47,10 +47,12 @@ class OutputsBag(Bag):
     """A bag whose commands keep their whole output in ``results_dir`` (an absolute path)."""
 
     results_dir: str = ""
+    inner: Bag | None = None  # the bag whose commands are wrapped (itself a wrapper, say [files]')
 
     @classmethod
     def around(cls, bag: Bag, results_dir: str) -> OutputsBag:
-        return cls(bag.path, bag.lines, bag.task_ids, bag.sha256, results_dir)
+        return cls(bag.path, bag.lines, bag.task_ids, bag.sha256, results_dir, bag)
 
     def command(self, task_id: int) -> str:
-        return wrapped(super().command(task_id), task_id, self.results_dir)
+        inner = self.inner.command(task_id) if self.inner is not None else super().command(task_id)
+        return wrapped(inner, task_id, self.results_dir)
