@@ -26,13 +26,16 @@ SIGTERM to those listed that still run as their machine, on every host, and remo
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
+import io
 import logging
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -202,6 +205,7 @@ class SshProvisioner(CommandProvisioner):
         self._held: dict[str, MachineHandle] = {}
         self._unanswered: dict[str, int] = {h.label: 0 for h in self.hosts}
         self._used_hosts: set[str] = set()
+        self._shipped: set[str] = set()  # hosts sent the [files] inputs by this master
         self._probe: Probe[dict[str, set[str] | None]] = Probe(
             self._probe_round, cluster.options.get("poll_interval", 5.0), f"cluster {cluster.name}: host check")
 
@@ -241,6 +245,82 @@ class SshProvisioner(CommandProvisioner):
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"bats-{self.bootstrap.run_id}-{self.cluster.name}-{host.label}")
         return f"{self._log_dir()}/{name}.workers"
 
+    # ------------------------------------------------------------ [files] (common/files.py)
+    def _files_dir(self) -> str:
+        """The host's files folder for this run's machines of this cluster (``$BATS_FILES``)."""
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"bats-{self.bootstrap.run_id}-{self.cluster.name}-files")
+        return f"{self._log_dir()}/{name}"
+
+    def _ship_inputs(self, host: Host) -> None:
+        """The inputs to ``host``'s files folder, unless it holds the same set (by SHA-256) already:
+        a tar archive, base64 on the script's standard input (no second channel, no scp)."""
+        files = self.bootstrap.files
+        assert files is not None
+        q = shlex.quote
+        folder = self._files_dir()
+        wanted = files.input_set()
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            for path in files.inputs:
+                tar.add(path, arcname=os.path.basename(path), recursive=False)
+        payload = base64.encodebytes(archive.getvalue()).decode("ascii")
+        script = "\n".join([
+            f"d={q(folder)}",
+            'mkdir -p "$d/inputs" "$d/tasks" "$d/outputs" || exit 1',
+            f'if [ "$(cat "$d/inputs/.bats-set" 2>/dev/null)" = {q(wanted)} ]; then exit 0; fi',
+            "base64 -d > \"$d/inputs/.bats-in.tar\" <<'BATS_INPUTS'",
+            payload.rstrip("\n"),
+            "BATS_INPUTS",
+            'tar xf "$d/inputs/.bats-in.tar" -C "$d/inputs" || exit 1',
+            'rm -f "$d/inputs/.bats-in.tar"',
+            f'echo {q(wanted)} > "$d/inputs/.bats-set"',
+        ])
+        proc = self._on_host(host, script, timeout=max(60.0, len(payload) / 1e6))
+        if proc.returncode != 0:
+            raise ProvisionerError(f"cluster {self.cluster.name}: sending the [files] inputs to {host.label} failed "
+                                   f"(exit {proc.returncode}): {one_line(proc.stderr or proc.stdout) or 'no message'}")
+
+    def _files_lines(self, handle: MachineHandle) -> list[str]:
+        """The start script's [files] lines: the folder in the worker's environment, then the setup
+        (its failure stops the start, with the setup's last line of output)."""
+        files = self.bootstrap.files
+        if files is None:
+            return []
+        q = shlex.quote
+        lines = [f"BATS_FILES={q(self._files_dir())}; export BATS_FILES"]
+        if files.setup:
+            log_path = f"$BATS_FILES/setup-{handle.machine_id}.log"
+            lines += [
+                f'(cd "$BATS_FILES/inputs" && BATS_MACHINE={q(handle.machine_id)} /bin/sh -c {q(files.setup)}) '
+                f'>"{log_path}" 2>&1 || {{ rc=$?; echo "[files] setup failed on {handle.machine_id} (exit $rc): '
+                f'$(tail -n 1 "{log_path}")" >&2; exit 1; }}',
+            ]
+        return lines
+
+    def _fetch_outputs(self, host: Host) -> None:
+        """The outputs the host's tasks left in its files folder, into ``STATE_DIR/files/outputs``
+        (moved aside there first, so an output a task moves in meanwhile waits for the next fetch)."""
+        q = shlex.quote
+        script = "\n".join([
+            f"d={q(self._files_dir())}",
+            'test -d "$d/outputs" || exit 0',
+            'f="$d/fetch.$$"; mkdir -p "$f" || exit 1',
+            'for o in "$d/outputs"/*; do if [ -e "$o" ]; then mv "$o" "$f/"; fi; done',
+            '(cd "$f" && tar cf - .) | base64',
+            'rm -rf "$f"',
+        ])
+        proc = self._on_host(host, script, timeout=600.0)
+        if proc.returncode != 0:
+            raise ProvisionerError(f"cluster {self.cluster.name}: bringing the [files] outputs back from {host.label} "
+                                   f"failed (exit {proc.returncode}): {one_line(proc.stderr) or 'no message'}")
+        data = base64.decodebytes(proc.stdout.encode("ascii")) if proc.stdout.strip() else b""
+        if not data:
+            return
+        target = os.path.join(self.bootstrap.state_dir or ".", "files", "outputs")
+        os.makedirs(target, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            tar.extractall(target, filter="data")  # a hostile archive cannot write outside the folder
+
     def _start_script(self, handle: MachineHandle, host: Host) -> str:
         log_dir = self._log_dir()
         log_path = f"{log_dir}/{handle.machine_id}.log"
@@ -254,6 +334,7 @@ class SshProvisioner(CommandProvisioner):
             f"command -v {q(shell)} >/dev/null 2>&1 || "
             f"{{ echo {q(f'[master] shell {shell}: not installed on this host')} >&2; exit 127; }}",
             f"mkdir -p {q(log_dir)} || exit 1",
+            *self._files_lines(handle),
             "if command -v setsid >/dev/null 2>&1; then s=setsid; else s=; fi",
             self.token_export(handle),
             f"nohup $s {self.bootstrap_shell(handle)} </dev/null >>{q(log_path)} 2>&1 &",
@@ -278,6 +359,9 @@ class SshProvisioner(CommandProvisioner):
             host = max(candidates, key=self._free)  # spread the machines over the hosts
             handle = stamp(self.new_handle())
             try:
+                if self.bootstrap.files is not None and host.label not in self._shipped:
+                    self._ship_inputs(host)
+                    self._shipped.add(host.label)
                 proc = self._on_host(host, self._start_script(handle, host))
                 pid = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
                 if proc.returncode != 0 or not pid.isdigit():
@@ -323,6 +407,11 @@ class SshProvisioner(CommandProvisioner):
             if proc.returncode != 0:
                 errors.append(f"cluster {self.cluster.name}: stopping {', '.join(h.machine_id for h in mine)} on "
                               f"{host.label} failed (exit {proc.returncode}): {one_line(proc.stderr) or 'no message'}")
+            if self.bootstrap.files is not None and self.bootstrap.files.outputs:
+                try:
+                    self._fetch_outputs(host)
+                except (ProvisionerError, OSError, tarfile.TarError, ValueError) as exc:
+                    errors.append(str(exc))
         if errors:
             raise ProvisionerError("; ".join(errors))
 

@@ -277,12 +277,12 @@ def _preflight(config: Config, config_dir: str) -> None:
     from bats import provisioners
     from bats.provisioners.base import ProvisionerConfigError
 
+    _files(config, config_dir)
     for name, cluster in config.clusters.items():
         try:
             provisioners.load(cluster.provisioner).preflight(cluster, config_dir)
         except ProvisionerConfigError as exc:
             raise UsageError(f"{config.source}: [clusters.{name}] {exc}") from None
-    _files(config, config_dir)
     shell = config.master.shell
     local = [name for name, cluster in config.clusters.items() if cluster.provisioner == "local"]
     if local and shutil.which(shell) is None:  # every task would fail with 127
@@ -294,10 +294,19 @@ def _files(config: Config, config_dir: str):
     """``[files]`` with its inputs found from the config's folder (bad input when one cannot be read)."""
     from bats.common.files import resolved
 
+    if config.files.used:
+        other = [f"{name} ({cl.provisioner})" for name, cl in config.clusters.items()
+                 if cl.provisioner not in FILES_PROVISIONERS]
+        if other:
+            raise UsageError(f"{config.source}: [files]: ships files to local and ssh machines only, not to "
+                             f"{', '.join(other)}")
     try:
         return resolved(config.files, config_dir, f"{config.source}: [files]")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+FILES_PROVISIONERS = ("local", "ssh")  # the back ends that carry [files] (common/files.py)
 
 
 def _endpoints(config: Config) -> tuple[str, str | None]:

@@ -20,6 +20,7 @@ from helpers.runs import MASTER, kill_all, wait_for
 from helpers.runs import results as export
 
 from bats.common.config import ClusterConfig
+from bats.common.files import FilesConfig
 from bats.provisioners.base import Bootstrap, NodeState, ProvisionerConfigError
 from bats.provisioners.ssh import SshProvisioner, parse_hosts
 
@@ -278,6 +279,49 @@ def test_results_keeps_each_tasks_whole_output_from_workers_started_over_ssh(tmp
         assert (tmp_path / "out" / str(i) / "stdout").read_text() == "".join(f"{n}\n" for n in range(1, 20001 + i))
         assert (tmp_path / "out" / str(i) / "stderr").read_text() == f"err-{i}\n"
     assert {r["machine"].rsplit("-", 1)[0] for r in export(tmp_path / "run")} == {f"{cluster}-s1"}
+
+
+def test_files_go_to_every_host_once_and_the_outputs_come_back(tmp_path, two_hosts):
+    """[files] over ssh: the inputs reach each host's files folder (not the master's), the setup runs
+    on each machine before its tasks, and every task's output is in the state dir afterwards."""
+    hosts, known = two_hosts
+    cluster = f"pool{os.getpid()}h"
+    (tmp_path / "ref.txt").write_text("reference\n")
+    files = ('\n[files]\ninputs = ["ref.txt"]\nsetup = "echo ready >> setup-ran.txt"\n'
+             'outputs = ["out-{id}.txt"]\nmax_output = "1KB"\n')
+    config = pool_config(tmp_path / "pool.toml", hosts, known, cluster, [2, 1])
+    config.write_text(config.read_text() + files)
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("".join(f"test \"$PWD\" != {tmp_path}; cat ref.txt setup-ran.txt > out-{i}.txt; "
+                           f"echo $BATS_FILES\n" for i in range(1, 10)))
+    try:
+        done = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--state-dir",
+                               str(tmp_path / "run")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    finally:
+        kill_all(workers_of_cluster(cluster))
+    assert done.returncode == 0, done.stderr
+    remote = {r["stdout"].strip() for r in export(tmp_path / "run")}
+    assert len(remote) == 1 and str(tmp_path / "remote-logs") in remote.pop()  # the host's folder
+    for i in range(1, 10):
+        kept = (tmp_path / "run" / "files" / "outputs" / str(i) / f"out-{i}.txt").read_text().splitlines()
+        assert kept[0] == "reference" and set(kept[1:]) == {"ready"}
+
+
+def test_a_failing_setup_over_ssh_gives_the_host_up_saying_why(tmp_path, two_hosts):
+    hosts, known = two_hosts
+    opts = {**{k: default for k, (_kind, default) in SshProvisioner.OPTIONS.items()},
+            "hosts": [f"127.0.0.1:{hosts[0].port}"], "user": "root", "key": str(hosts[0].client_key),
+            "known_hosts": str(known), "worker": WORKER, "log_dir": str(tmp_path / "logs")}
+    cl = ClusterConfig(name=f"pool{os.getpid()}i", provisioner="ssh", max=1, price=0.0, atu_s=3600.0, options=opts)
+    prov = SshProvisioner(cl, Bootstrap(master_endpoint="tcp://127.0.0.1:9", run_id="t", config_dir=str(tmp_path),
+                                        files=FilesConfig(setup="echo no compiler >&2; exit 3")))
+    try:
+        with pytest.raises(Exception, match=r"failed \(exit 1\): \[files\] setup failed on "
+                                            rf"{cl.name}-s1-1 \(exit 3\): no compiler"):
+            prov.acquire(1)
+    finally:
+        prov.close()
+    assert not workers_of_cluster(cl.name)
 
 
 def test_a_host_without_the_tasks_shell_is_refused_saying_so(tmp_path, two_hosts):
