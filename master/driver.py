@@ -7,6 +7,11 @@ subclass :class:`Driver`: each marks the method that carries out an action with
 :func:`carries_out`, and :meth:`Driver.feed` hands an event to the core and carries out the actions
 it answers, in order.
 
+The base also times the planning step, from the core's view alone (no driver knows a policy): the
+event after which a core that was sampling is sampling no more carried the planning (the options,
+or the plan), and :attr:`Driver.plan_s` is the wall time the core took to answer it. A driver feeds
+each event through :meth:`Driver.handle` (or :meth:`Driver.feed`) for that.
+
 Every action of :data:`bats.master.core.actions.Action` must have a method: a driver that lacks
 one fails when it is built (``TypeError`` naming the action), not when the core first asks for it.
 Adding an action to the union is therefore a change every driver has to answer.
@@ -14,12 +19,14 @@ Adding an action to the union is therefore a change every driver has to answer.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, get_args
 
 from .core import Core
 from .core.actions import Action
 from .core.events import Event
+from .core.view import SAMPLING
 
 ACTIONS: tuple[type, ...] = get_args(Action)
 
@@ -44,8 +51,10 @@ class Driver:
     ``Driver.__init__(self)`` before it feeds the first event."""
 
     core: Core
+    plan_s: float | None = None  # wall time of the planning step (see the module docstring)
 
     def __init__(self) -> None:
+        self._planning = self.core.view().phase == SAMPLING
         names: dict[type, str] = {}
         for klass in reversed(type(self).__mro__):  # a subclass's marks win over its base's
             for name, member in vars(klass).items():
@@ -72,8 +81,19 @@ class Driver:
                                 "bats.master.core.actions") from None
             method(action)
 
+    def handle(self, event: Event) -> list[Action]:
+        """The core's answer to ``event``; the event that ends the sampling phase is timed (``plan_s``)."""
+        if not self._planning:
+            return self.core.handle(event)
+        started = time.perf_counter()
+        actions = self.core.handle(event)
+        if self.core.phase != SAMPLING:
+            self._planning = False
+            self.plan_s = time.perf_counter() - started
+        return actions
+
     def feed(self, event: Event) -> list[Action]:
         """Hand ``event`` to the core, carry out what it answers, and return those actions."""
-        actions = self.core.handle(event)
+        actions = self.handle(event)
         self.carry_out(actions)
         return actions

@@ -17,15 +17,16 @@ import queue
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from bats.common import clock
+from bats.master.choosing import Answer, Chosen, Offering, StopRun
 from bats.master.cli.output import emit
 from bats.master.core.actions import OfferOptions
 
 if TYPE_CHECKING:  # the planners (numpy) are imported when options are shown, not by every run
-    from bats.master.core.bats.policy import BatsCore, Choice
+    from bats.master.core import Core
+    from bats.master.core.bats.settings import Choice
     from bats.master.core.planning.planner import Option
     from bats.master.views.option_ids import OptionIds
 
@@ -34,22 +35,9 @@ log = logging.getLogger(__name__)
 PROMPT = "choose an option: an id, cheapest, fastest, or a budget such as $25 (q to stop): "
 
 
-@dataclass(frozen=True)
-class Chosen:
-    option: Option
-    cushion_accepted: bool
-
-
-@dataclass(frozen=True)
-class StopRun:
-    reason: str
-
-
-Answer = Chosen | StopRun
-
-
-class Chooser:
-    """Answers from the flags (``--schedule``, ``--cushion``, ``--plan-only``)."""
+class FlagChooser:
+    """Answers from the flags (``--schedule``, ``--cushion``, ``--plan-only``); a
+    :class:`~bats.master.choosing.Chooser`."""
 
     def __init__(self, choice: Choice, out: TextIO | None = None, ids: OptionIds | None = None) -> None:
         from bats.master.views.option_ids import OptionIds
@@ -75,7 +63,7 @@ class Chooser:
         ongoing = now - self.asked_at if self.asking and self.asked_at is not None else 0.0
         return self.waited_s + max(0.0, ongoing)
 
-    def offer(self, core: BatsCore, offer: OfferOptions) -> None:
+    def offer(self, core: Core, offer: OfferOptions) -> None:
         before = self.ids.record()
         offer = dataclasses.replace(offer, options=tuple(self.ids.renumber(offer.options)))
         self.offered = offer.options
@@ -92,7 +80,7 @@ class Chooser:
                 return
             self._answer = self._chosen(Chosen(option, self.choice.cushion))
 
-    def choose(self, core: BatsCore, spec: str) -> Option:
+    def choose(self, core: Core, spec: str) -> Option:
         """The option ``spec`` names (as :meth:`BatsCore.choose`), an id read in the table shown."""
         text = spec.strip()
         if text.isdigit():
@@ -101,7 +89,7 @@ class Chooser:
                     return option
             shown = ", ".join(str(o.id) for o in sorted(self.offered, key=lambda o: o.id))
             raise ValueError(f"no option {text} (the options are {shown})")
-        option = core.choose(spec)
+        option = _offering(core).choose(spec)
         return self.ids.renumber([option])[0]
 
     def _as_shown(self, chosen: Chosen) -> None:
@@ -114,7 +102,7 @@ class Chooser:
                  f"its machines need the cushion ({option.cushion:g}); without it the run takes the fastest "
                  f"configuration its budget pays (--cushion yes runs the row as shown)", file=self.out)
 
-    def show(self, offer: OfferOptions, core: BatsCore | None = None) -> None:
+    def show(self, offer: OfferOptions, core: Core | None = None) -> None:
         if self.before_show is not None:
             self.before_show()
         from bats.master.core.planning.planner import spread
@@ -151,7 +139,7 @@ class Chooser:
         except OSError as exc:
             log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
 
-    def poll(self, core: BatsCore) -> Answer | None:
+    def poll(self, core: Core) -> Answer | None:
         answer, self._answer = self._answer, None
         return self._chosen(answer)
 
@@ -162,7 +150,7 @@ class Chooser:
         return answer
 
 
-class TerminalChooser(Chooser):
+class TerminalChooser(FlagChooser):
     """Asks on the terminal when the flags did not decide; asks about the cushion too when the
     chosen option has one and ``--cushion`` was not given."""
 
@@ -174,7 +162,7 @@ class TerminalChooser(Chooser):
         self._read_line = read_line or sys.stdin.readline
         self._pending: Option | None = None  # chosen, waiting for the cushion answer
 
-    def offer(self, core: BatsCore, offer: OfferOptions) -> None:
+    def offer(self, core: Core, offer: OfferOptions) -> None:
         """Show the options and ask; an offer while asking (the options were re-planned at new
         spot prices) shows the new table and asks again on the same reader."""
         again = self.asking
@@ -199,7 +187,7 @@ class TerminalChooser(Chooser):
             line = ""
         self._lines.put(line if line else None)  # None: end of input
 
-    def poll(self, core: BatsCore) -> Answer | None:
+    def poll(self, core: Core) -> Answer | None:
         if self._answer is not None:
             return super().poll(core)
         try:
@@ -230,3 +218,9 @@ class TerminalChooser(Chooser):
                       f"{option.budget:.2f} for the last tasks; allow it? [y/N] ")
             return None
         return self._chosen(Chosen(option, self.choice.cushion))
+
+
+def _offering(core: Core) -> Offering:
+    """The core that offered the options, which names the one a spec means."""
+    assert isinstance(core, Offering), f"{type(core).__name__} offers no options"
+    return core

@@ -388,7 +388,7 @@ def run(args: argparse.Namespace) -> int:
     from bats.master.views.shell_hints import add_shell_hints
     from bats.provisioners.base import Bootstrap, ProvisionerError
 
-    from .choosing import Chooser, TerminalChooser
+    from .choosing import FlagChooser, TerminalChooser
 
     try:
         finished = journal.finished_tasks()
@@ -442,7 +442,7 @@ def run(args: argparse.Namespace) -> int:
 
             ids = OptionIds(journal.meta.get("option_ids"))  # the ids shown by earlier sessions still hold
             chooser = (TerminalChooser(choice, settings["choice"].get("cushion_given", False), ids=ids)
-                       if not choice.decided else Chooser(choice, ids=ids))
+                       if not choice.decided else FlagChooser(choice, ids=ids))
             chooser.on_ids = lambda record: journal.set_meta("option_ids", record)
             if view is not None:
                 chooser.before_show = view.pause  # the table and prompt replace the live view
@@ -459,7 +459,6 @@ def run(args: argparse.Namespace) -> int:
                         secure=keys is not None, keep_machines=args.keep_machines)
         try:
             finish = server.run()
-            watch.finish(server)
         finally:
             watch.close()
             if dashboard is not None:

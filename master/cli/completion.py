@@ -22,7 +22,7 @@ VALUE_WORDS = {"--schedule": ("cheapest", "fastest", "budget:")}
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every parser, by the words that reach it: ``bats-master``, ``bats-master results``, ...,
     ``bats-sim`` and ``bats-worker``."""
-    from bats.master.sim.driver import build_parser as sim_parser
+    from bats.master.cli.sim import build_parser as sim_parser
     from bats.worker.main import build_parser as worker_parser
 
     from . import parsers

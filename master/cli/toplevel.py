@@ -26,7 +26,7 @@ def _command(name: str) -> Callable[[list[str]], int] | None:
 
         return master
     if name in ("sim", "bats-sim"):
-        from bats.master.sim import main as sim
+        from bats.master.cli.sim import main as sim
 
         return sim
     if name in ("worker", "bats-worker"):

@@ -57,9 +57,9 @@ from bats.common.protocol import (
     frames,
 )
 from bats.master import core as c
-from bats.master.cli.choosing import Chooser, StopRun
+from bats.master.choosing import Chooser, StopRun
 from bats.master.core.offers.compose import Offer
-from bats.master.core.view import OFFERING, SAMPLING
+from bats.master.core.view import OFFERING
 from bats.master.driver import Driver, carries_out
 from bats.master.state.bag import Bag
 from bats.master.state.journal import Journal, JournalError
@@ -67,6 +67,7 @@ from bats.provisioners.base import MachineHandle, Provisioner
 
 from .fleet import Fleet
 from .peer import Peer
+from .records import PlanRecords
 from .security import MasterKeys, PreHelloBudget, return_freed_buffers, secure_router
 
 log = logging.getLogger(__name__)
@@ -126,9 +127,8 @@ class Server(Driver):
         self.task_timeout_s = task_timeout_s
         self.on_tick = on_tick
         self.chooser = chooser
-        self.plan_s: float | None = None  # wall time of the planning step that ended sampling
-        self._planning = core.view().phase == SAMPLING
         self._plan_journaled = False
+        self._records = PlanRecords()  # the options, the choice and the sample, for the reports
         self.peers: dict[bytes, Peer] = {}  # zmq identity -> peer
         self.peer_of: dict[str, Peer] = {}  # machine id -> its current peer
         self.finish: c.Finish | None = None
@@ -180,6 +180,7 @@ class Server(Driver):
             log.warning("stopping at once; releasing machines")
             if self.finish is None:
                 self.finish = c.Finish("incomplete", self.stop_reason or "interrupted")
+        self._records.update(self.core, self.journal, self.session, self.chooser, clock.now())
         try:
             self.fleet.shutdown()
         finally:  # the handlers stay while machines are given back: a third signal does not cut that short
@@ -250,15 +251,7 @@ class Server(Driver):
     def _feed(self, event: c.Event) -> None:
         """Hand an event to the core and carry out its actions at once (an action may feed more
         events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
-        if self._planning:  # the event that ends the sampling phase carries the planning step
-            started = time.perf_counter()
-            actions = self.core.handle(event)
-            if self.core.phase != SAMPLING:
-                self._planning = False
-                self.plan_s = time.perf_counter() - started
-        else:
-            actions = self.core.handle(event)
-        self.carry_out(actions)
+        self.carry_out(self.handle(event))  # the base driver times the planning step
 
     # ------------------------------------------------------------ frames in
     def _drop(self, peer: str, reason: str) -> None:
@@ -528,13 +521,13 @@ class Server(Driver):
         if self.chooser is None:
             self.stop_reason = "options offered but nobody can choose"
             return
-        self.chooser.offer(self.core, action)  # type: ignore[arg-type]
+        self.chooser.offer(self.core, action)
         self._take_choice()
 
     def _take_choice(self) -> None:
         if self.chooser is None or self.core.view().phase != OFFERING:
             return
-        answer = self.chooser.poll(self.core)  # type: ignore[arg-type]
+        answer = self.chooser.poll(self.core)
         if answer is None:
             return
         if isinstance(answer, StopRun):
@@ -615,6 +608,7 @@ class Server(Driver):
         self._feed(c.Tick(now))
         self._take_choice()
         self._journal_plan()
+        self._records.update(self.core, self.journal, self.session, self.chooser, now)
         if mono - timers["snapshot"] >= MACHINE_SNAPSHOT_S:
             timers["snapshot"] = mono
             for machine in self.core.live_machines():

@@ -1,6 +1,7 @@
-"""The virtual-time driver and ``bats-sim``: the same cores as the real master, against simulated
-machines (:mod:`.driver`), with task runtimes drawn from distributions (:mod:`.runtimes`)."""
+"""The virtual-time driver: the same cores as the real master, against simulated machines
+(:mod:`.driver`), with task runtimes drawn from distributions (:mod:`.runtimes`). The ``bats-sim``
+command around it is :mod:`bats.master.cli.sim`."""
 
-from .driver import Simulator, main
+from .driver import Simulator, simulate
 
-__all__ = ["Simulator", "main"]
+__all__ = ["Simulator", "simulate"]

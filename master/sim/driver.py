@@ -1,7 +1,5 @@
 """The virtual-time driver: the same :class:`bats.master.core.base.Core` as ``bats-master``, run against
-simulated machines; the ``bats-sim`` command.
-
-    bats-sim --config CLUSTERS.toml --tasks N --runtimes SPEC [--seed S] [--report FILE] …
+simulated machines (the ``bats-sim`` command, :mod:`bats.master.cli.sim`, runs it).
 
 How this works. Time is a number that jumps from one scheduled happening to the next: a heap of
 ``(time, sequence, kind, …)`` entries, the sequence making equal times pop in the order they were
@@ -60,15 +58,11 @@ core's actions; a million tasks on a thousand machines take well under a minute.
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import itertools
 import logging
 import math
 import random
-import secrets
-import sys
-import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,17 +70,8 @@ from typing import TYPE_CHECKING, Any
 
 from bats.common.config import ClusterConfig, Config
 from bats.master import core as c
-from bats.master.cli.args import (
-    CHOICE_FLAGS,
-    OneLineArgumentParser,
-    UsageError,
-    add_choice_flags,
-    choice_from_args,
-    duration_arg,
-    load_cluster_config,
-)
-from bats.master.core.bats import policy as b
-from bats.master.core.bats.policy import Choice
+from bats.master.choosing import Offering
+from bats.master.core.bats.settings import Choice
 from bats.master.core.offers.generate import (
     EdfPool,
     PoolJob,
@@ -94,7 +79,6 @@ from bats.master.core.offers.generate import (
     generate_offers,
     pool_at,
 )
-from bats.master.core.offers.policy import OffersCore
 from bats.master.core.registry import build_core
 from bats.master.driver import Driver, carries_out
 
@@ -104,7 +88,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("bats.sim")
 
 DEFAULT_TICK_S = 60.0
-EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
 _TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE, _POOL, _LOST = 0, 1, 2, 3, 4, 5, 6  # heap entry kinds
 
 
@@ -184,7 +167,6 @@ class Simulator(Driver):
         self._fail_random = (fail_rng or random.Random(0)).random
         self.session = session
         self.choice = choice or Choice(policy="self")
-        self.plan_s: float | None = None  # wall time of the planning step (not in the replayable report)
         self.now = 0.0
         self.finish: c.Finish | None = None
         self.machines: dict[str, SimMachine] = {}
@@ -202,8 +184,8 @@ class Simulator(Driver):
         self._pools = {name: pool_at(cl.max, [background_job(j.submit_s, j.slots, j.runtime_s) for j in cl.background], 0.0)
                        for name, cl in config.clusters.items() if cl.background is not None}
         self._pool_next: dict[str, float] = {}
-        deadline = core.view().deadline_s
-        self._pool_due = deadline if isinstance(core, OffersCore) and deadline is not None else math.inf
+        view = core.view()  # an offers run's pool jobs are due at its deadline
+        self._pool_due = view.deadline_s if view.policy == "offers" and view.deadline_s is not None else math.inf
         self.faults = faults or SimFaults()
         self._fault_random = random.Random(f"bats-sim machine faults {self.faults.seed}").random
         self.boot_failures = 0  # machines that never booted (fault injection)
@@ -220,7 +202,7 @@ class Simulator(Driver):
         """Run until the core finishes; returns its :class:`~bats.master.core.base.Finish`."""
         heap = self._heap
         pop = heapq.heappop
-        handle = self.core.handle
+        handle = self.handle  # the base driver times the planning step
         carry_out = self.carry_out
         finished_event = c.TaskFinished
         fail_rate, fail_random = self.fail_rate, self._fail_random
@@ -251,12 +233,7 @@ class Simulator(Driver):
                     self._start(machine, *queue.popleft())
                 code = 1 if fail_rate and fail_random() < fail_rate else 0
                 events += 1
-                sampling = self.core.phase == b.SAMPLING
-                started = time.perf_counter() if sampling else 0.0
-                actions = handle(finished_event(now, machine.id, task, attempt, code, runtime))
-                if sampling and self.plan_s is None and self.core.phase != b.SAMPLING:
-                    self.plan_s = time.perf_counter() - started
-                carry_out(actions)
+                carry_out(handle(finished_event(now, machine.id, task, attempt, code, runtime)))
             elif kind == _WAKE:
                 self._feed(c.Tick(now))
             elif kind == _PRICE:
@@ -297,7 +274,7 @@ class Simulator(Driver):
 
     def _feed(self, event: c.Event) -> None:
         self.events += 1
-        self.carry_out(self.core.handle(event))
+        self.carry_out(self.handle(event))
 
     def _push_tick(self, k: int) -> None:
         heapq.heappush(self._heap, (k * self.tick_s, next(self._seq), _TICK, k))
@@ -461,7 +438,7 @@ class Simulator(Driver):
     def _do_offer(self, action: c.OfferOptions) -> None:
         """The options are ready: the choice flags answer at once (virtual time does not wait)."""
         core = self.core
-        assert isinstance(core, b.BatsCore)
+        assert isinstance(core, Offering)
         if self.choice.plan_only:
             self._feed(c.StopRequested(self.now, "stopped after the options (--plan-only)"))
             return
@@ -534,155 +511,3 @@ def simulate(config: Config, tasks: int, runtimes: RuntimeDistribution, seed: in
                     fail_rng=random.Random(f"bats-sim failures {seed}"), choice=choice, faults=faults)
     sim.run()
     return sim
-
-
-# ---------------------------------------------------------------- the command
-NO_CHOICE = f"the clusters have prices, so BaTS needs a choice: {CHOICE_FLAGS}"
-
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``bats-sim`` argument parser."""
-    from bats.common import __version__
-
-    p = OneLineArgumentParser(
-        prog="bats-sim",
-        description="Run a bag of N simulated tasks through the BaTS master's core in virtual time.",
-        epilog="Runtime specs (durations: bare number = seconds, or 90s, 15m, 1h): normal:MEAN,SD "
-               "levy:SCALE,MAX mdb fixed:T file:PATH.",
-    )
-    p.add_argument("--config", metavar="FILE",
-                   help="clusters config (TOML), as for bats-master; a cluster's speed divides runtimes")
-    p.add_argument("--workers", type=int, metavar="N", help="with no --config: machines of the default local cluster")
-    p.add_argument("--tasks", type=int, metavar="N", required=True, help="tasks in the bag")
-    p.add_argument("--runtimes", metavar="SPEC", required=True, help="task runtime distribution (see below)")
-    p.add_argument("--seed", type=int, help="seed for runtimes and task order (default: random, in the report)")
-    p.add_argument("--retries", type=int, default=0, metavar="N", help="re-run a failed task up to N times (default 0)")
-    p.add_argument("--fail-rate", type=float, default=0.0, metavar="P",
-                   help="probability that a task attempt fails (default 0)")
-    p.add_argument("--tick", type=duration_arg, default=DEFAULT_TICK_S, metavar="DURATION",
-                   help="virtual time between the core's Tick events (default 60s)")
-    p.add_argument("--report", metavar="FILE", help="write report.json here")
-    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="no summary on stdout (an incomplete run still says why, in one line on stderr)")
-    p.add_argument("--version", action="version", version=f"bats {__version__}")
-    add_choice_flags(p)
-    return p
-
-
-
-def run(args: argparse.Namespace) -> int:
-    from bats.master.cli.args import check_plot_path
-    from bats.master.core.planning.planner import spread
-    from bats.master.views.options_table import core_profitability, format_options
-    from bats.master.views.report import add_analysis, summary, write_report
-
-    from .runtimes import MIN_RUNTIME_S, parse_runtimes
-
-    if args.tasks < 1:
-        raise UsageError("--tasks: must be at least 1")
-    if args.retries < 0:
-        raise UsageError("--retries: must be 0 or more")
-    if not 0.0 <= args.fail_rate <= 1.0:
-        raise UsageError("--fail-rate: must be between 0 and 1")
-    if args.tick <= 0:
-        raise UsageError("--tick: must be longer than 0 seconds")
-    distribution = parse_runtimes(args.runtimes)
-    clamped = getattr(distribution, "clamped_share", None)
-    if clamped is not None and clamped() >= 0.001:
-        log.warning("--runtimes %s: about %.0f%% of the runtimes fall below %g s and are drawn again "
-                    "(the bag's mean is higher than asked)", args.runtimes, 100 * clamped(), MIN_RUNTIME_S)
-    config = load_cluster_config(args.config, args.workers)
-    choice = choice_from_args(args, config)
-    check_plot_path(args.plot)
-    if not choice.decided:
-        raise UsageError(NO_CHOICE)
-    seed = args.seed if args.seed is not None else secrets.randbits(32)
-    started = time.perf_counter()
-    sim = simulate(config, args.tasks, distribution, seed, retries=args.retries, tick_s=args.tick,
-                   fail_rate=args.fail_rate, choice=choice)
-    wall = time.perf_counter() - started
-    report = sim.report({"seed": seed, "runtimes": args.runtimes, "config": config.source})
-    core = sim.core  # the execution phase's makespan: from the choice to the last result
-    end = core.last_finish_at if core.remaining == 0 else sim.now
-    add_analysis(report, getattr(core, "execution_started_at", None), end)
-    if sim.plan_s is not None:
-        report["timings"] = {"plan_s": sim.plan_s}
-    report_path = "(not written; add --report FILE)"
-    if args.report:
-        try:
-            write_report(report, args.report)
-            report_path = args.report
-        except OSError as exc:
-            log.error("cannot write the report %s: %s", args.report, exc.strerror or exc)
-            report_path = "(not written)"
-    if not args.quiet:
-        core = sim.core
-        if isinstance(core, b.BatsCore) and core.options:
-            estimates = {name: (e["mean_s"], e["sd_s"]) for name, e in report["estimates"].items()}
-            shown = core.options if choice.all_options else spread(core.options)
-            print(format_options(shown, estimates, core.tasks_at_plan, hidden=len(core.options) - len(shown),
-                                 profit=core_profitability(core), slots=core.cluster_slots))
-            if sys.stdout.isatty():
-                from bats.master.views.plots import text_plot
-
-                print("\n" + text_plot(core.options))
-        print(summary(report, report_path))
-        print(f"  simulated {sim.events} events in {wall:.2f} s wall (seed {seed})")
-    _plot(args.plot, sim.core)
-    planned_only = choice.plan_only and bool(getattr(sim.core, "options", None))  # as bats-master --plan-only
-    ok = sim.finish is not None and (sim.finish.status == "done" or planned_only)
-    if not ok and args.quiet:  # no summary, but an exit status of 1 says why in one line
-        tasks = report["tasks"]
-        print(f"bats-sim: {report['status']}: {report['reason']} ({tasks['done']} done, {tasks['failed']} failed, "
-              f"{tasks['not_run']} not run, of {tasks['total']})", file=sys.stderr)
-    return EXIT_OK if ok else EXIT_INCOMPLETE
-
-
-def _plot(path: str | None, core: c.Core) -> None:
-    """``--plot FILE.png``: the options offered, the chosen one circled."""
-    view = core.view()
-    options = view.options
-    if not path:
-        return
-    if not options:
-        log.warning("--plot %s: no options were offered (no sampling phase), nothing drawn", path)
-        return
-    from bats.master.views.plots import write_options_png
-
-    selected = view.selected
-    try:
-        write_options_png(path, options, chosen=selected.id if selected else None, tasks=view.tasks_at_plan)
-    except OSError as exc:
-        log.error("--plot %s: cannot write the picture: %s", path, exc.strerror or exc)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from bats.common.config import ConfigError
-
-    from .runtimes import RuntimeSpecError
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args = build_parser().parse_args(argv)
-        level = logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else logging.WARNING
-        logging.basicConfig(level=level, format="bats-sim: %(levelname)s: %(message)s", stream=sys.stderr)
-        return run(args)
-    except RuntimeSpecError as exc:
-        return _bad_input(f"--runtimes: {exc}")
-    except (UsageError, ConfigError) as exc:
-        return _bad_input(str(exc))
-    except KeyboardInterrupt:
-        print("bats-sim: interrupted", file=sys.stderr)
-        return EXIT_INCOMPLETE
-
-
-def _bad_input(message: str) -> int:
-    message = message.replace("\r", "\\r").replace("\n", "\\n")
-    print(f"bats-sim: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,8 @@ reconfiguration and why. The same dict is rendered
 - as text by ``bats-master status`` (:func:`status_text`) and as JSON by the dashboard.
 
 :class:`Watch` is the server's ``on_tick`` hook that keeps the latest snapshot, drives the view,
-answers the control socket (:mod:`bats.master.views.status`) and journals what the HTML report needs.
+answers the control socket (:mod:`bats.master.views.status`); it changes nothing (the server journals
+what the HTML report needs, :mod:`bats.master.server.records`).
 
 Definitions (also in the README): *spent* is every ATU begun so far (what the bill says if
 everything stopped now); *committed* is spent plus the ATUs the machines the plan keeps will still
@@ -34,7 +35,7 @@ from bats.common import clock
 from bats.common.durations import format_duration
 from bats.master.core import MachineState, atus_begun
 
-from .money import Earlier, account, run_plan_record
+from .money import Earlier, account
 
 if TYPE_CHECKING:
     from bats.master.server.loop import Server
@@ -326,7 +327,7 @@ class LiveView:
 
 class Watch:
     """The server's ``on_tick``: keeps :attr:`latest` (read by the dashboard's thread), feeds the
-    view, answers ``bats-master status`` and journals the options once they are offered."""
+    view and answers ``bats-master status``; it writes nothing (the server journals the plan)."""
 
     def __init__(self, started_wall: float, already: int, view: LiveView | None = None,
                  control: ControlServer | None = None, earlier_run: Earlier | None = None) -> None:
@@ -339,8 +340,6 @@ class Watch:
         self.latest: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self._last = -math.inf
-        self._options_journaled: object = None
-        self._chosen_seen = False
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def current(self) -> dict[str, Any] | None:
@@ -355,8 +354,6 @@ class Watch:
             return
         self._last = mono
         snap = self._take(server)
-        self._journal_options(server)
-        self._journal_choice(server, snap["now"])
         if self.view is not None and not getattr(server.chooser, "asking", False):
             self.view.show(snap)  # not while the operator reads the options and types a choice
 
@@ -368,50 +365,6 @@ class Watch:
         with self._lock:
             self.latest = snap
         return snap
-
-    def _journal_options(self, server: Server) -> None:
-        """The options offered and the clusters' profitability, for ``bats-master report --html``."""
-        core = server.core
-        view = core.view()
-        options = view.options
-        if not options or options is self._options_journaled:  # offered again at new prices: again
-            return
-        from bats.master.core.bats.settings import option_record
-
-        from .option_ids import OptionIds
-        from .options_table import core_profitability
-
-        self._options_journaled = options
-        shown = OptionIds(server.journal.meta.get("option_ids")).renumber(options)  # the ids the operator read
-        server.journal.set_meta("options", {"tasks": view.tasks_at_plan,
-                                            "options": [option_record(o) for o in shown],
-                                            "profitability": core_profitability(core)})
-
-    def _journal_choice(self, server: Server, now: float) -> None:
-        """When the execution of a plan began, for predicted-versus-actual: the instant the operator
-        (or the flags) chose, else when the plan was first seen (an up-front budget)."""
-        if self._chosen_seen or server.core.view().selected is None:
-            return
-        self._chosen_seen = True
-        chosen_at = getattr(server.chooser, "chosen_at", None)
-        meta = server.journal.meta
-        if "plan_chosen_at" not in meta:  # a resumed run keeps its first plan's time
-            server.journal.set_meta("plan_chosen_at", chosen_at if chosen_at is not None else now)
-        if "run_plan" not in meta:  # ... and its first plan: the option, its budget and cushion
-            from bats.master.core.bats.settings import option_record
-
-            view = server.core.view()
-            assert view.selected is not None
-            server.journal.set_meta("run_plan", run_plan_record(view, server.session, option_record(view.selected)))
-        estimates = getattr(server.core, "estimates", None)
-        if "sample" not in meta and estimates:  # a budget given up front offers nothing: its sample is kept here
-            server.journal.set_meta("sample", {"session": server.session, "cost": server.core.view().sampling_cost,
-                                               "sets": {name: list(e.sample) for name, e in estimates.items()}})
-
-    def finish(self, server: Server) -> None:
-        """After the loop: journal what a run too short for a snapshot left unsaid."""
-        self._journal_options(server)
-        self._journal_choice(server, clock.now())
 
     def close(self) -> None:
         if self.view is not None:

@@ -25,10 +25,10 @@ from bats.common.config import (
     load_config,
 )
 from bats.master import core as c
+from bats.master.cli.sim import main as sim_main
 from bats.master.core.actions import WakeAt
 from bats.master.core.adaptive.policy import END_OF_UNIT, AdaptiveCore, AdaptiveSettings
 from bats.master.core.bats.policy import Choice
-from bats.master.sim.driver import main as sim_main
 from bats.master.sim.driver import simulate
 from bats.master.sim.runtimes import parse_runtimes
 from bats.provisioners import options_of

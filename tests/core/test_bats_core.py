@@ -615,7 +615,8 @@ def test_the_terminal_prompt_shows_re_planned_options_and_keeps_one_reader():
     import io
     import threading
 
-    from bats.master.cli.choosing import PROMPT, Chosen, TerminalChooser
+    from bats.master.choosing import Chosen
+    from bats.master.cli.choosing import PROMPT, TerminalChooser
 
     d, _event, actions = sampled()
     (offer,) = [a for a in actions if isinstance(a, c.OfferOptions)]
@@ -644,7 +645,8 @@ def test_the_time_spent_waiting_for_the_operator_is_counted_apart(monkeypatch):
     import threading
 
     from bats.common import clock
-    from bats.master.cli.choosing import Chosen, TerminalChooser
+    from bats.master.choosing import Chosen
+    from bats.master.cli.choosing import TerminalChooser
 
     d, _event, actions = sampled()
     (offer,) = [a for a in actions if isinstance(a, c.OfferOptions)]

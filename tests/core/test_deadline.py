@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from bats.common.config import ClusterConfig, Config, MasterConfig
 from bats.master import core as c
+from bats.master.cli.sim import main as sim_main
 from bats.master.core.bats import policy as b
 from bats.master.core.bats.policy import Choice
 from bats.master.core.deadline.ilp import (
@@ -31,7 +32,6 @@ from bats.master.core.deadline.ilp import (
 )
 from bats.master.core.deadline.policy import STOPPED_BY_PLAN, DeadlineCore, DeadlineSettings
 from bats.master.core.planning.planner import ClusterPlan, Planner
-from bats.master.sim.driver import main as sim_main
 from bats.master.sim.driver import simulate
 from bats.master.sim.runtimes import parse_runtimes
 

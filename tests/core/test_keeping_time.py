@@ -140,7 +140,7 @@ def test_a_run_whose_tasks_take_longer_than_planned_adds_machines_and_ends_on_ti
 
 def test_no_catch_up_is_a_flag():
     from bats.master.cli.args import choice_from_args
-    from bats.master.sim.driver import build_parser
+    from bats.master.cli.sim import build_parser
 
     parser = build_parser()
     args = parser.parse_args(["--tasks", "5", "--runtimes", "fixed:1", "--schedule", "cheapest", "--no-catch-up"])

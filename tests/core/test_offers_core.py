@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 
 from bats.common.config import ClusterConfig, ConfigError, load_config
 from bats.master import core as c
+from bats.master.cli.sim import main as sim_main
 from bats.master.core.actions import AskOffers, Notify
 from bats.master.core.bats.settings import Choice
 from bats.master.core.events import OffersMade
 from bats.master.core.offers.compose import Offer
 from bats.master.core.offers.generate import EdfPool, PoolJob, background_job, generate_offers, pool_at, sizes_of
 from bats.master.core.offers.policy import SHARE_DONE, OffersCore, OffersSettings
-from bats.master.sim.driver import main as sim_main
 from bats.master.sim.driver import simulate
 from bats.master.sim.runtimes import parse_runtimes
 from bats.provisioners import options_of

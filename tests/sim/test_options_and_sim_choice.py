@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from bats.master.cli.sim import main
 from bats.master.core.planning.planner import Option
-from bats.master.sim.driver import main
 from bats.master.views.options_table import format_options, profitability
 
 PAPER = "deploy/examples/paper/s3-4.toml"

@@ -18,8 +18,9 @@ from bats.common.config import (
     MasterConfig,
     load_config,
 )
+from bats.master.cli.sim import main
 from bats.master.core import Core, TaskFinished, atus_begun
-from bats.master.sim.driver import Simulator, cluster_speed, main, simulate
+from bats.master.sim.driver import Simulator, cluster_speed, simulate
 from bats.master.sim.runtimes import MDB_RANGE_MIN, RuntimeSpecError, parse_runtimes
 from bats.provisioners import options_of
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from helpers.strategies import sim_config
 
 from bats.master.cli.args import choice_from_args
+from bats.master.cli.sim import build_parser
 from bats.master.core.bats.policy import Choice
-from bats.master.sim.driver import build_parser, simulate
+from bats.master.sim.driver import simulate
 from bats.master.sim.runtimes import parse_runtimes
 
 POOL = sim_config([{"max": 8, "price": 0.2, "atu_s": 600.0, "speed": 1.0, "startup": 30.0},

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import struct
 
+from bats.master.cli.sim import main
 from bats.master.core.planning.planner import Option
-from bats.master.sim.driver import main
 from bats.master.views.plots import text_plot, write_options_png
 
 PAPER = "deploy/examples/paper/s3-4.toml"
