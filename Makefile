@@ -47,11 +47,11 @@ test: $(STAMP)
 
 # the unit tests alone (no processes, daemons, browser or cloud stand-ins): under a minute
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not e2e and not daemons and not browser and not cloud"
+	$(PY) -m pytest -q -m "not e2e and not daemons and not browser and not cloud" --hypothesis-profile=fast
 
-# ruff and mypy over the four code folders
+# ruff over the code folders, the tests and the bench scripts; mypy over the code
 lint: $(STAMP)
-	$(VENV)/bin/ruff check $(CODE)
+	$(VENV)/bin/ruff check $(CODE) tests bench
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)

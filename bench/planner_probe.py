@@ -18,8 +18,12 @@ from bats.master.core.planning.planner import Planner
 def med(f, k=5):
     ts = []
     for i in range(k):
-        t = time.perf_counter(); f(i); ts.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        f(i)
+        ts.append(time.perf_counter() - t)
     return statistics.median(ts) * 1000
+
+
 print(f"GA pop 2000, 3 types 40/60/100: {med(lambda s: ga_front(paper_mix(40, 60, 100), 1000, s)):.0f} ms")
 print(f"exact front, 3 types 40/60/100: {med(lambda s: Planner(paper_mix(40, 60, 100), 1000).pareto()):.0f} ms")
 print(f"exact front, six types 40-60-100, cap 100: {med(lambda s: Planner(paper_six(40, 60), 1000, max_machines=100).pareto()):.0f} ms")

@@ -34,9 +34,9 @@ REPO = BENCH_DIR.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(BENCH_DIR))
 
-from helpers import faults, hostile
 import pytest  # tests/helpers/daemons.py reports a missing daemon through pytest.skip/fail
 from curve_bench import measure, ping_pong, pong_lines
+from helpers import faults, hostile
 from sections import fmt
 
 

@@ -1,40 +1,83 @@
 """The suite's layout: tests/<folder>/ mirrors the code (core, server, sim, state, views, cli,
 provisioners, worker, common), with end-to-end runs in e2e/, the bench scripts' tests in bench/, the
-built wheel's in packaging/ and
-the deploy recipes' in deploy/. Shared code is in tests/helpers/.
+built wheel's in packaging/ and the deploy recipes' in deploy/. Shared code is in tests/helpers/.
 
 Markers say what a test file needs, so ``make test-fast`` (``-m "not e2e and not daemons and not
 browser and not cloud"``) runs the unit tests alone: e2e (real processes), daemons (sshd, Grid
-Engine, Slurm), browser (Chromium), cloud (moto, libcloud). They are set here, per file, so a new
-file that starts processes is added to one list, next to its neighbours.
+Engine, Slurm), browser (Chromium), cloud (moto, libcloud). They come from where a file is and what
+it imports, never from a list of files: everything in e2e/, deploy/ and packaging/ is e2e, and a
+file that imports one of :data:`IMPORTS`' modules (or a name from it) gets that marker. A file
+whose needs its imports do not show says so itself (``pytestmark = pytest.mark.daemons``).
+
+``make test-fast`` also loads the ``fast`` hypothesis profile: every property test runs at most
+:data:`FAST_EXAMPLES` examples there (its own ``@settings`` count otherwise), so the unit tests take
+well under a minute; ``make test`` runs the full counts.
 """
 
 from __future__ import annotations
 
-import pytest
+import ast
+import functools
+from pathlib import Path
 
-MARKS = {
-    "e2e": {
-        "e2e/test_e2e.py", "e2e/test_bats_e2e.py", "e2e/test_policies_e2e.py", "e2e/test_faults.py",
-        "e2e/test_failures.py", "e2e/test_short_atus.py", "cli/test_inputs.py", "cli/test_progress_and_examples.py",
-        "views/test_operator_watch.py", "views/test_operator_dashboard.py", "server/test_security.py",
-        "worker/test_worker.py", "provisioners/test_provisioner_manual.py", "provisioners/test_provisioner_batch.py",
-        "provisioners/test_provisioner_ssh.py", "provisioners/test_ec2.py", "provisioners/test_libcloud.py",
-        "deploy/test_deploy.py", "state/test_journal.py", "state/test_ownership.py", "common/test_protocol.py", "packaging/test_packaging.py",
-        "server/test_flood.py", "server/test_worker_limits.py", "common/test_clock.py", "state/test_resume_accounting.py",
-        "cli/test_output.py", "packaging/test_worker_wheel.py", "deploy/test_image.py",
-    },
-    "daemons": {"provisioners/test_provisioner_batch.py", "provisioners/test_provisioner_ssh.py", "e2e/test_faults.py",
-                "deploy/test_image.py"},
-    "browser": {"views/test_operator_dashboard.py"},
-    "cloud": {"provisioners/test_ec2.py", "provisioners/test_libcloud.py"},
+import pytest
+from hypothesis import settings
+
+FOLDERS = {"e2e": "e2e", "deploy": "e2e", "packaging": "e2e"}
+IMPORTS = {
+    "e2e": ("subprocess", "multiprocessing", "pty", "helpers.runs", "helpers.faults", "helpers.hostile",
+            "helpers.terminal", "helpers.netproxy", "helpers.backends", "helpers.daemons", "helpers.cloud_harness",
+            "selenium"),
+    "daemons": ("helpers.daemons", "helpers.backends"),
+    "browser": ("selenium",),
+    "cloud": ("helpers.cloud_harness", "moto", "libcloud"),
 }
+FAST_EXAMPLES = 10
+
+settings.register_profile("fast", max_examples=FAST_EXAMPLES, deadline=None)
+
+
+@functools.cache
+def imported(path: Path) -> frozenset[str]:
+    """The modules a test file imports, and ``module.name`` for each name it imports from one."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return frozenset(names)
+
+
+def marks_of(path: Path, root: Path) -> set[str]:
+    """The markers a test file gets from its folder and its imports (see the module docstring)."""
+    marks = set()
+    folder = path.relative_to(root).parts[0] if path.is_relative_to(root) else ""
+    if folder in FOLDERS:
+        marks.add(FOLDERS[folder])
+    names = imported(path)
+    for mark, modules in IMPORTS.items():
+        if any(name == m or name.startswith(m + ".") for name in names for m in modules):
+            marks.add(mark)
+    return marks
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = config.rootpath / "tests"
+    fast = config.getoption("hypothesis_profile", None) == "fast"
     for item in items:
-        where = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else ""
-        for mark, files in MARKS.items():
-            if where in files:
+        if item.path.suffix == ".py":
+            for mark in sorted(marks_of(item.path, root)):
                 item.add_marker(mark)
+        if fast:
+            _cap_examples(item)
+
+
+def _cap_examples(item: pytest.Item) -> None:
+    """A property test's own ``@settings(max_examples=N)`` wins over a profile: in the fast profile
+    it is capped at FAST_EXAMPLES here (hypothesis keeps a test's settings on the test function)."""
+    test = getattr(item, "obj", None)
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if own is not None and own.max_examples > FAST_EXAMPLES:
+        test._hypothesis_internal_use_settings = settings(own, max_examples=FAST_EXAMPLES)  # type: ignore[union-attr]

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bats.common.config import ConfigError, load_config
 from bats.common.durations import parse_duration
@@ -444,8 +446,6 @@ def test_load_config_accepts_a_byte_order_mark(tmp_path):
 
 
 # ------------------------------------------------------------------- fuzzing the two loaders
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 _PIECES = st.sampled_from([b"echo a", b"\n", b"\r\n", b"\r", b"\0", b"#", b"\xef\xbb\xbf", b"\xff\xfe", b"\xe9",
                            b"[clusters.a]", b'provisioner = "local"', b"max = 1", b"max = 2", b"price = ",

@@ -449,8 +449,8 @@ def test_decode_first_reads_one_message_and_says_whether_more_follow():
 @pytest.mark.parametrize("depth", [2_000, 200_000])
 def test_deeply_nested_frames_are_refused_before_anything_is_built(depth):
     frame = b"\x91" * depth + b"\xc0"  # arrays in arrays
-    for decode in (protocol.decode, protocol.decode_all):
+    for decoder in (protocol.decode, protocol.decode_all):
         with pytest.raises(protocol.ProtocolError):
-            decode(frame, protocol.WORKER_TYPES)
+            decoder(frame, protocol.WORKER_TYPES)
     with pytest.raises(protocol.ProtocolError):
         protocol.decode_first(frame, protocol.WORKER_TYPES)

@@ -14,6 +14,7 @@ import heapq
 import random
 
 import pytest
+from helpers.actions import match
 
 from bats.common.config import ClusterConfig, Config, MasterConfig, SamplingConfig
 from bats.master import core as c
@@ -104,11 +105,9 @@ def test_a_6_s_atu_with_the_default_settings_runs_the_chosen_option_within_budge
     run.until(events=[c.RunStarted(0.0)])
     assert [a for a in run.at(22.5, c.TaskFinished) if not isinstance(a, (c.RecordResult, c.OfferOptions))] == [
         c.WakeAt(23.0)]
-    chosen = run.at(22.5, ScheduleChosen)
-    (dispatch,) = [a for a in chosen if isinstance(a, c.Dispatch)]
-    assert chosen == [c.Notify("executing option 2 (+20%): 2 x a, budget 10"), dispatch, c.Acquire("a", 1),
-                      c.WakeAt(23.0)]
-    assert dispatch.machine == "a1"  # the sampling machine is kept
+    assert run.at(22.5, ScheduleChosen) == [  # the sampling machine a1 is kept and fed
+        c.Notify("executing option 2 (+20%): 2 x a, budget 10"), match(c.Dispatch, machine="a1"), c.Acquire("a", 1),
+        c.WakeAt(23.0)]
     assert run.at(23.0, c.Tick) == [c.WakeAt(27.5)]
     assert run.at(27.5, c.Tick) == [c.WakeAt(29.0)]
     assert run.at(29.0, c.Tick) == [c.WakeAt(33.5)]

@@ -14,6 +14,8 @@ import random
 import pytest
 from helpers import faults
 
+pytestmark = pytest.mark.daemons  # the (ssh) and (sge) scenarios start an sshd and a Grid Engine
+
 
 @pytest.mark.parametrize("name", list(faults.SCENARIOS))
 def test_scenario_loses_nothing_and_counts_once(tmp_path, name):

@@ -4,6 +4,7 @@ path through pytest's ``pythonpath``). No test file imports another test file.
 - :mod:`.runs`: the master command, a free port, one ``wait_for``, results of a state dir, bags
 - :mod:`.paths`: the repository's folders
 - :mod:`.cores`: a core fed by hand (the BaTS unit tests' two clusters and driver)
+- :mod:`.actions`: ``match(Dispatch, task=3)``, a partial action in an expected list
 - :mod:`.strategies`: hypothesis strategies for random pools, and choosing an option in bats-sim
 - :mod:`.budget`: the simulator's budget-ceiling check under faults (also bench/reliability.py)
 - :mod:`.mixes`: seed 003's instance mixes

@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 import zmq
 
-from bats.common.protocol import MAX_FRAME_BYTES, MASTER_TYPES, ProtocolError, decode_all, encode
+from bats.common.protocol import MASTER_TYPES, MAX_FRAME_BYTES, ProtocolError, decode_all, encode
 from bats.master.server import security
 from helpers.configs import CONFIG
 from helpers.runs import MASTER, free_port, results, wait_for, write_bag
