@@ -1,3 +1,3 @@
-"""What the master and the worker share: protocol, config, durations, the bag file."""
+"""``bats.common``: what the master and the worker share: protocol, config, durations, the bag file."""
 
 __version__ = "0.1.0"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from .core import Core
     from .core.actions import OfferOptions
-    from .core.planning.planner import Option
+    from .core.option import Option
 
 
 @dataclass(frozen=True)

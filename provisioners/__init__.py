@@ -1,4 +1,4 @@
-"""Provisioner plugins, loaded lazily through the ``bats.provisioners`` entry point group."""
+"""``bats.provisioners``: provisioner plugins, loaded lazily through the ``bats.provisioners`` entry point group."""
 
 from __future__ import annotations
 

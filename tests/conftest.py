@@ -32,7 +32,7 @@ IMPORTS = {
     "browser": ("selenium",),
     "cloud": ("helpers.cloud_harness", "moto", "libcloud"),
 }
-FAST_EXAMPLES = 10
+FAST_EXAMPLES = 5
 
 settings.register_profile("fast", max_examples=FAST_EXAMPLES, deadline=None)
 

@@ -150,7 +150,7 @@ CHOICE_FLAGS = ("pass --schedule cheapest|fastest|ID|budget:AMOUNT, --budget AMO
 
 def choice_from_args(args: argparse.Namespace, config: Config):
     """A :class:`bats.master.core.bats.policy.Choice` from the flags, checked for contradictions."""
-    from bats.master.core.bats.settings import Choice
+    from ..core.bats.settings import Choice
 
     if args.budget is not None and args.schedule is not None:
         raise UsageError("--budget and --schedule both choose the plan; give one of them")

@@ -20,15 +20,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from bats.common import clock
-from bats.master.choosing import Answer, Chosen, Offering, StopRun
-from bats.master.cli.output import emit
-from bats.master.core.actions import OfferOptions
+
+from ..choosing import Answer, Chosen, Offering, StopRun
+from ..core.actions import OfferOptions
+from .output import emit
 
 if TYPE_CHECKING:  # the planners (numpy) are imported when options are shown, not by every run
-    from bats.master.core import Core
-    from bats.master.core.bats.settings import Choice
-    from bats.master.core.planning.planner import Option
-    from bats.master.views.option_ids import OptionIds
+    from ..core import Core
+    from ..core.bats.settings import Choice
+    from ..core.planning.planner import Option
+    from ..views.option_ids import OptionIds
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ class FlagChooser:
     :class:`~bats.master.choosing.Chooser`."""
 
     def __init__(self, choice: Choice, out: TextIO | None = None, ids: OptionIds | None = None) -> None:
-        from bats.master.views.option_ids import OptionIds
+        from ..views.option_ids import OptionIds
 
         self.choice = choice
         self.out = out if out is not None else sys.stdout
@@ -105,15 +106,15 @@ class FlagChooser:
     def show(self, offer: OfferOptions, core: Core | None = None) -> None:
         if self.before_show is not None:
             self.before_show()
-        from bats.master.core.planning.planner import spread
-        from bats.master.views.options_table import core_profitability, format_options
+        from ..core.planning.planner import spread
+        from ..views.options_table import core_profitability, format_options
 
         shown = list(offer.options) if self.choice.all_options else spread(offer.options)
         profit = core_profitability(core) if core is not None else None
         text = format_options(shown, offer.estimates, offer.tasks, hidden=len(offer.options) - len(shown),
                               profit=profit, slots=core.cluster_slots if core is not None else None)
         if self.text_plot:
-            from bats.master.views.plots import text_plot
+            from ..views.plots import text_plot
 
             text += "\n\n" + text_plot(offer.options)
         if self.plot_path:
@@ -132,7 +133,7 @@ class FlagChooser:
 
     @staticmethod
     def _write_plot(path: str, offer: OfferOptions) -> None:
-        from bats.master.views.plots import write_options_png
+        from ..views.plots import write_options_png
 
         try:
             write_options_png(path, offer.options, tasks=offer.tasks)

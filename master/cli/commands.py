@@ -27,8 +27,8 @@ from typing import Any
 
 from bats.common import __version__, clock
 from bats.common.config import Config, ConfigError
-from bats.master.state.bag import BagError, load_bag
 
+from ..state.bag import BagError, load_bag
 from . import parsers
 from .args import (
     CHOICE_FLAGS,
@@ -145,7 +145,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
 
     On a new run everything is checked and ``bind`` (the master's socket) is called before anything
     is written to the state dir, so bad input never leaves a half-started run behind."""
-    from bats.master.state.journal import Journal
+    from ..state.journal import Journal
 
     state_dir = Path(args.state_dir)
     bag_copy = state_dir / "bag.txt"
@@ -232,7 +232,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
 
 
 def _lock(state_dir: Path) -> None:
-    from bats.master.state.lock import StateDirBusy, UnsafeStateDir, check_state_dir, lock_state_dir
+    from ..state.lock import StateDirBusy, UnsafeStateDir, check_state_dir, lock_state_dir
 
     try:
         check_state_dir(state_dir)  # another user's dir, or links planted in it: refused, never used
@@ -319,7 +319,7 @@ def _endpoints(config: Config) -> tuple[str, str | None]:
 def _run_keys(args: argparse.Namespace, state_dir: Path | None, config: Config):
     """The run's CurveZMQ keys: new for a new run (``state_dir`` None), the stored ones on --resume
     (made now for a run started without them); None with ``--insecure``, which only loopback allows."""
-    from bats.master.server import security
+    from ..server import security
     listen, _advertise = _endpoints(config)
     if args.insecure:
         if not security.is_loopback(listen):
@@ -338,7 +338,7 @@ def _run_keys(args: argparse.Namespace, state_dir: Path | None, config: Config):
 
 def _replace_keys(state_dir: Path, keys) -> None:
     """Write a new run's keys (over any left by an earlier start that failed before its journal)."""
-    from bats.master.server import security
+    from ..server import security
     (state_dir / security.SECRET_FILE).unlink(missing_ok=True)
     security.save_keys(state_dir, keys)
 
@@ -346,7 +346,7 @@ def _replace_keys(state_dir: Path, keys) -> None:
 def _bind(config: Config, keys):
     import zmq
 
-    from bats.master.server.loop import bind_router
+    from ..server.loop import bind_router
 
     listen, _advertise = _endpoints(config)
     try:
@@ -381,13 +381,13 @@ def run(args: argparse.Namespace) -> int:
     journal, bag, config, settings, (_context, sock, bound, auth, keys) = _prepare(args, _bind)
     # imported only now, so that bad input is reported without loading the runtime
     from bats import provisioners
-    from bats.master.core.registry import build_core
-    from bats.master.server.loop import Server
-    from bats.master.views.live import LiveView, Watch
-    from bats.master.views.report import build_report, summary, write_report
-    from bats.master.views.shell_hints import add_shell_hints
     from bats.provisioners.base import Bootstrap, ProvisionerError
 
+    from ..core.registry import build_core
+    from ..server.loop import Server
+    from ..views.live import LiveView, Watch
+    from ..views.report import build_report, summary, write_report
+    from ..views.shell_hints import add_shell_hints
     from .choosing import FlagChooser, TerminalChooser
 
     try:
@@ -430,7 +430,7 @@ def run(args: argparse.Namespace) -> int:
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
                 len(finished), len(bag))
         view = None if args.quiet else LiveView(log_every_s=_log_every(core))
-        from bats.master.views.money import earlier
+        from ..views.money import earlier
 
         watch = Watch(clock.now(), core.done + core.failed, view, _control(args.state_dir, journal.run_id),
                       earlier_run=earlier(journal.meta, journal.machines(), session))
@@ -438,7 +438,7 @@ def run(args: argparse.Namespace) -> int:
             dashboard.figures = watch.current
         chooser = None
         if choice.policy == "bats":
-            from bats.master.views.option_ids import OptionIds
+            from ..views.option_ids import OptionIds
 
             ids = OptionIds(journal.meta.get("option_ids"))  # the ids shown by earlier sessions still hold
             chooser = (TerminalChooser(choice, settings["choice"].get("cushion_given", False), ids=ids)
@@ -503,8 +503,8 @@ def _retry_failed(finished: dict[int, str], tasks: int, state_dir: str) -> dict[
 def _nothing_to_resume(args: argparse.Namespace) -> int:
     """``--resume`` of a run whose every task has a result: no session is added, nothing is
     started, the report stays as it was (its makespan and cost are the run's); its summary is shown."""
-    from bats.master.views.html_report import ReportError, load_report
-    from bats.master.views.report import summary
+    from ..views.html_report import ReportError, load_report
+    from ..views.report import summary
 
     progress.info("%s: every task of this run has its result already; nothing to resume", args.state_dir)
     try:
@@ -536,7 +536,7 @@ def _prior_sample(journal, choice, session: int) -> dict[str, tuple[float, ...]]
 def _resumed_choice(journal, stored: dict, session: int):
     """The choice for this session. A run resumed after its plan was chosen goes on with that
     plan's budget, less what earlier sessions spent on it: implicit sampling, no new options."""
-    from bats.master.core.bats.settings import Choice
+    from ..core.bats.settings import Choice
 
     choice = Choice(policy=stored["policy"], schedule=stored.get("schedule"), budget=stored.get("budget"),
                     cushion=stored.get("cushion", False), plan_only=stored.get("plan_only", False),
@@ -566,7 +566,7 @@ def _resumed_choice(journal, stored: dict, session: int):
 def _dashboard(port: int | None):
     if port is None:
         return None
-    from bats.master.views.dashboard import Dashboard
+    from ..views.dashboard import Dashboard
 
     if not 0 <= port <= 65535:
         raise UsageError(f"--dashboard {port}: not a port number (0 to 65535; 0 picks a free one)")
@@ -581,7 +581,7 @@ def _dashboard(port: int | None):
 def _log_every(core) -> float:
     """Without a terminal: one progress line per BaTS monitoring interval (every few seconds
     when there is no budget to monitor)."""
-    from bats.master.views.live import LOG_EVERY_S
+    from ..views.live import LOG_EVERY_S
 
     return core.view().monitor_interval_s or LOG_EVERY_S
 
@@ -590,7 +590,7 @@ def _control(state_dir: str, run_id: str):
     """The socket ``bats-master status`` asks; a run goes on without it if it cannot be made."""
     import zmq
 
-    from bats.master.views.status import ControlServer
+    from ..views.status import ControlServer
 
     try:
         return ControlServer(state_dir, run_id)
@@ -606,7 +606,7 @@ def _redraw_plot(path: str | None, core) -> None:
     options, selected = view.options, view.selected
     if not path or not options:
         return
-    from bats.master.views.plots import write_options_png
+    from ..views.plots import write_options_png
 
     try:
         write_options_png(path, options, chosen=selected.id if selected is not None else None,
@@ -638,7 +638,7 @@ def _resolve_slots(config: Config, plugins: dict) -> Config:
 def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -> None:
     """A resumed run first terminates the machines earlier sessions left running (a master that
     crashed could not) and charges them in the journal (:mod:`bats.master.state.leftovers`)."""
-    from bats.master.state.leftovers import bill_leftovers, settle_earlier_sessions
+    from ..state.leftovers import bill_leftovers, settle_earlier_sessions
 
     found_by_cluster = {}
     for name, plugin in plugins.items():
@@ -659,9 +659,10 @@ def _terminate_leftovers(journal, config: Config, plugins: dict, session: int) -
 def cleanup(argv: Sequence[str]) -> int:
     """``bats-master cleanup``: terminate what the run in --state-dir left running (cloud machines,
     ssh workers, batch jobs), and charge it in the journal."""
-    from bats.master.state.journal import Journal
-    from bats.master.state.leftovers import bill_leftovers
     from bats.provisioners.base import Bootstrap
+
+    from ..state.journal import Journal
+    from ..state.leftovers import bill_leftovers
 
     args = parsers.cleanup_parser().parse_args(argv)
     state_dir = Path(args.state_dir)
@@ -714,7 +715,7 @@ def _clean_clusters(config: Config, bootstrap) -> tuple[int, dict[str, dict[str,
 def _close_journal(journal) -> bool:
     """Commit and close; a failure (disk full) is reported, not raised: the report is already
     written, and the tasks whose results were not saved run again after ``--resume``."""
-    from bats.master.state.journal import JournalError
+    from ..state.journal import JournalError
 
     try:
         journal.close()
@@ -734,7 +735,7 @@ def _host_address() -> str:
 
 
 def results(argv: Sequence[str]) -> int:
-    from bats.master.state.results import export_results
+    from ..state.results import export_results
 
     args = parsers.results_parser().parse_args(argv)
     if args.output:
@@ -750,8 +751,8 @@ def status(argv: Sequence[str]) -> int:
     """Exit 0 with the figures of the run going on; 1 with one line saying why there are none."""
     import json
 
-    from bats.master.views.live import status_text
-    from bats.master.views.status import StatusError, ask
+    from ..views.live import status_text
+    from ..views.status import StatusError, ask
 
     args = parsers.status_parser().parse_args(argv)
     try:
@@ -764,8 +765,8 @@ def status(argv: Sequence[str]) -> int:
 
 
 def report_command(argv: Sequence[str]) -> int:
-    from bats.master.views.html_report import ReportError, load_report, write_html
-    from bats.master.views.report import summary
+    from ..views.html_report import ReportError, load_report, write_html
+    from ..views.report import summary
 
     args = parsers.report_parser().parse_args(argv)
     try:
@@ -781,8 +782,8 @@ def report_command(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from bats.master.server.security import KeyFileError
-    from bats.master.state.journal import JournalError
+    from ..server.security import KeyFileError
+    from ..state.journal import JournalError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -22,10 +22,10 @@ VALUE_WORDS = {"--schedule": ("cheapest", "fastest", "budget:")}
 def command_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every parser, by the words that reach it: ``bats-master``, ``bats-master results``, ...,
     ``bats-sim`` and ``bats-worker``."""
-    from bats.master.cli.sim import build_parser as sim_parser
     from bats.worker.main import build_parser as worker_parser
 
     from . import parsers
+    from .sim import build_parser as sim_parser
 
     found = {"bats-master": parsers.run_parser()}
     found.update({f"bats-master {name}": parser for name, parser in parsers.subcommand_parsers().items()})

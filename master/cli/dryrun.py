@@ -23,8 +23,8 @@ import random
 
 from bats.common.config import Config
 from bats.common.durations import format_duration, parse_duration
-from bats.master.state.bag import Bag
 
+from ..state.bag import Bag
 from .args import UsageError
 from .output import emit
 
@@ -32,7 +32,7 @@ from .output import emit
 def parse_guess(text: str, config: Config) -> dict[str, float]:
     """``--guess-runtime``: ``30s`` for every cluster (divided by its speed: the ``speed`` key, or
     1/slowdown for an emulated local cluster, as bats-sim does) or ``fast=10s,slow=30s``."""
-    from bats.master.sim.driver import cluster_speed
+    from ..sim.driver import cluster_speed
 
     guesses: dict[str, float] = {}
     for part in (p.strip() for p in text.split(",")):
@@ -56,11 +56,11 @@ def parse_guess(text: str, config: Config) -> dict[str, float]:
 
 def dry_run(args: argparse.Namespace, bag: Bag, config: Config, choice) -> int:
     """Print what the run would sample and, with runtimes, its options; exit 0."""
-    from bats.master import core as c
-    from bats.master.core.bats.settings import Choice
-    from bats.master.core.billing import atus_begun
-    from bats.master.core.registry import build_core
-    from bats.master.views.options_table import money_places
+    from .. import core as c
+    from ..core.bats.settings import Choice
+    from ..core.billing import atus_begun
+    from ..core.registry import build_core
+    from ..views.options_table import money_places
 
     guesses = parse_guess(args.guess_runtime, config) if args.guess_runtime else {}
     lines = ["dry run: nothing is started and nothing is paid for",
@@ -106,7 +106,7 @@ def dry_run(args: argparse.Namespace, bag: Bag, config: Config, choice) -> int:
 
 def _known_runtimes(args, bag: Bag, config: Config, guesses: dict[str, float]):
     """(runtimes per cluster, lines saying where they come from): the guesses, then an earlier run."""
-    from bats.master.state.earlier import EarlierRunError, earlier_runtimes
+    from ..state.earlier import EarlierRunError, earlier_runtimes
 
     runtimes: dict[str, list[float]] = {name: [seconds] for name, seconds in guesses.items()}
     said = []
@@ -142,12 +142,12 @@ def _options(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]],
     """The options the real core offers when it plans from ``runtimes`` after a sample of
     ``sample_size`` tasks, and which one the choice flags would take (``--budget``: the simulated
     run's choice, from what the budget has left after ``sampled``)."""
-    from bats.master import core as c
-    from bats.master.core.bats.policy import BatsCore
-    from bats.master.core.bats.settings import Choice
-    from bats.master.core.planning.planner import spread
-    from bats.master.core.registry import build_core
-    from bats.master.views.options_table import core_profitability, format_options
+    from .. import core as c
+    from ..core.bats.policy import BatsCore
+    from ..core.bats.settings import Choice
+    from ..core.planning.planner import spread
+    from ..core.registry import build_core
+    from ..views.options_table import core_profitability, format_options
 
     done = {task: "done" for task in list(bag.task_ids)[:min(sample_size, len(bag) - 1)]}
     options_choice = Choice(policy="bats", planner=choice.planner, all_options=choice.all_options)
@@ -189,9 +189,9 @@ def _simulator(bag: Bag, config: Config, choice, runtimes: dict[str, list[float]
     """A simulated run of the bag on ``config``, every task on a cluster taking that cluster's mean
     runtime from ``runtimes`` (the base runtime is 1 s, each cluster's speed its inverse); None when
     some cluster has no runtime."""
-    from bats.master.core.bats.settings import Choice
-    from bats.master.core.registry import build_core
-    from bats.master.sim.driver import Simulator
+    from ..core.bats.settings import Choice
+    from ..core.registry import build_core
+    from ..sim.driver import Simulator
 
     if any(name not in runtimes for name in config.clusters):
         return None

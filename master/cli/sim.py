@@ -18,9 +18,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from bats.master import core as c
-from bats.master.sim.driver import DEFAULT_TICK_S, simulate
-
+from .. import core as c
+from ..sim.driver import DEFAULT_TICK_S, simulate
 from .args import (
     CHOICE_FLAGS,
     OneLineArgumentParser,
@@ -71,11 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bats.master.core.planning.planner import spread
-    from bats.master.sim.runtimes import MIN_RUNTIME_S, parse_runtimes
-    from bats.master.views.options_table import core_profitability, format_options
-    from bats.master.views.report import add_analysis, summary, write_report
-
+    from ..core.planning.planner import spread
+    from ..sim.runtimes import MIN_RUNTIME_S, parse_runtimes
+    from ..views.options_table import core_profitability, format_options
+    from ..views.report import add_analysis, summary, write_report
     from .args import check_plot_path
 
     if args.tasks < 1:
@@ -117,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             report_path = "(not written)"
     if not args.quiet:
         core = sim.core
-        from bats.master.core.bats.policy import BatsCore
+        from ..core.bats.policy import BatsCore
 
         if isinstance(core, BatsCore) and core.options:
             estimates = {name: (e["mean_s"], e["sd_s"]) for name, e in report["estimates"].items()}
@@ -125,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             print(format_options(shown, estimates, core.tasks_at_plan, hidden=len(core.options) - len(shown),
                                  profit=core_profitability(core), slots=core.cluster_slots))
             if sys.stdout.isatty():
-                from bats.master.views.plots import text_plot
+                from ..views.plots import text_plot
 
                 print("\n" + text_plot(core.options))
         print(summary(report, report_path))
@@ -149,7 +147,7 @@ def _plot(path: str | None, core: c.Core) -> None:
     if not options:
         log.warning("--plot %s: no options were offered (no sampling phase), nothing drawn", path)
         return
-    from bats.master.views.plots import write_options_png
+    from ..views.plots import write_options_png
 
     selected = view.selected
     try:
@@ -160,7 +158,8 @@ def _plot(path: str | None, core: c.Core) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from bats.common.config import ConfigError
-    from bats.master.sim.runtimes import RuntimeSpecError
+
+    from ..sim.runtimes import RuntimeSpecError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -22,11 +22,11 @@ BaTS runs bags of shell tasks on rented machines within a budget. Three commands
 
 def _command(name: str) -> Callable[[list[str]], int] | None:
     if name in ("master", "bats-master"):
-        from bats.master.cli import main as master
+        from . import main as master
 
         return master
     if name in ("sim", "bats-sim"):
-        from bats.master.cli.sim import main as sim
+        from .sim import main as sim
 
         return sim
     if name in ("worker", "bats-worker"):

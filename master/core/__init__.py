@@ -1,4 +1,4 @@
-"""The I/O-free brain of the master: policies as state machines, events in, actions out.
+"""``bats.master.core``: the I/O-free brain of the master: policies as state machines, events in, actions out.
 
 Nothing in this folder opens a socket or a file, reads a clock or starts a process (a test walks
 every module of it): time comes in as each event's ``now`` and randomness as a seeded

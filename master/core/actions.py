@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
-    from .planning.planner import Option
+    from .option import Option
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
     from .offers.compose import Offer
-    from .planning.planner import Option
+    from .option import Option
 
 
 @dataclass(frozen=True, slots=True)

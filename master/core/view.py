@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .planning.planner import Option
+    from .option import Option
 
 SAMPLING, OFFERING, EXECUTING = "sampling", "offering", "executing"  # the phases of a BaTS run
 

@@ -27,10 +27,10 @@ from typing import Any, Protocol
 
 from bats.common import clock
 from bats.common.protocol import encode
-from bats.master import core as c
-from bats.master.state.journal import Journal
 from bats.provisioners.base import MachineHandle, NodeState, Provisioner
 
+from .. import core as c
+from ..state.journal import Journal
 from .calls import Calls, Outcome
 from .peer import Peer
 

@@ -56,15 +56,15 @@ from bats.common.protocol import (
     encode,
     frames,
 )
-from bats.master import core as c
-from bats.master.choosing import Chooser, StopRun
-from bats.master.core.offers.compose import Offer
-from bats.master.core.view import OFFERING
-from bats.master.driver import Driver, carries_out
-from bats.master.state.bag import Bag
-from bats.master.state.journal import Journal, JournalError
 from bats.provisioners.base import MachineHandle, Provisioner
 
+from .. import core as c
+from ..choosing import Chooser, StopRun
+from ..core.offers.compose import Offer
+from ..core.view import OFFERING
+from ..driver import Driver, carries_out
+from ..state.bag import Bag
+from ..state.journal import Journal, JournalError
 from .fleet import Fleet
 from .peer import Peer
 from .records import PlanRecords

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bats.master.choosing import Chooser
-    from bats.master.core import Core
-    from bats.master.state.journal import Journal
+    from ..choosing import Chooser
+    from ..core import Core
+    from ..state.journal import Journal
 
 
 class PlanRecords:
@@ -36,9 +36,9 @@ class PlanRecords:
         options = view.options
         if not options or options is self._options_journaled:  # offered again at new prices: again
             return
-        from bats.master.core.bats.settings import option_record
-        from bats.master.views.option_ids import OptionIds
-        from bats.master.views.options_table import core_profitability
+        from ..core.bats.settings import option_record
+        from ..views.option_ids import OptionIds
+        from ..views.options_table import core_profitability
 
         self._options_journaled = options
         shown = OptionIds(journal.meta.get("option_ids")).renumber(options)  # the ids the operator read
@@ -58,8 +58,8 @@ class PlanRecords:
         if "plan_chosen_at" not in meta:  # a resumed run keeps its first plan's time
             journal.set_meta("plan_chosen_at", chosen_at if chosen_at is not None else now)
         if "run_plan" not in meta:  # ... and its first plan: the option, its budget and cushion
-            from bats.master.core.bats.settings import option_record
-            from bats.master.views.money import run_plan_record
+            from ..core.bats.settings import option_record
+            from ..views.money import run_plan_record
 
             view = core.view()
             assert view.selected is not None

@@ -1,5 +1,5 @@
 """``python -m bats.master.sim``: the same as ``bats-sim`` (:mod:`bats.master.cli.sim`)."""
 
-from bats.master.cli.sim import main
+from ..cli.sim import main
 
 raise SystemExit(main())

@@ -69,18 +69,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bats.common.config import ClusterConfig, Config
-from bats.master import core as c
-from bats.master.choosing import Offering
-from bats.master.core.bats.settings import Choice
-from bats.master.core.offers.generate import (
+
+from .. import core as c
+from ..choosing import Offering
+from ..core.bats.settings import Choice
+from ..core.offers.generate import (
     EdfPool,
     PoolJob,
     background_job,
     generate_offers,
     pool_at,
 )
-from bats.master.core.registry import build_core
-from bats.master.driver import Driver, carries_out
+from ..core.registry import build_core
+from ..driver import Driver, carries_out
 
 if TYPE_CHECKING:
     from .runtimes import RuntimeDistribution

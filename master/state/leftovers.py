@@ -30,8 +30,8 @@ import logging
 from typing import Any
 
 from bats.common.config import Config
-from bats.master.core import atus_begun
 
+from ..core import atus_begun
 from .journal import Journal
 
 log = logging.getLogger(__name__)

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from bats.common.durations import format_duration
-from bats.master.core.planning.planner import Option
-from bats.master.state.journal import Journal
-from bats.master.views import plots as plots
 
+from ..core.planning.planner import Option
+from ..state.journal import Journal
+from . import plots as plots
 from .options_table import format_options
 from .report import slot_busy_s
 

@@ -33,13 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from bats.common import clock
 from bats.common.durations import format_duration
-from bats.master.core import MachineState, atus_begun
 
+from ..core import MachineState, atus_begun
 from .money import Earlier, account
 
 if TYPE_CHECKING:
-    from bats.master.server.loop import Server
-
+    from ..server.loop import Server
     from .status import ControlServer
 
 log = logging.getLogger("bats.progress")

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bats.master.core.planning.planner import Option
+    from ..core.planning.planner import Option
 
 
 class OptionIds:

@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from bats.common.durations import format_duration
-from bats.master.core import Core
-from bats.master.core.planning.planner import Option
+
+from ..core import Core
+from ..core.planning.planner import Option
 
 
 def option_label(option: Option) -> str:

@@ -17,7 +17,8 @@ from typing import Any
 
 from bats.common.atomic import replace_whole
 from bats.common.durations import format_duration
-from bats.master.core.planning.planner import Option
+
+from ..core.planning.planner import Option
 
 # the paper's four schedules and their marks in the text plot, in the order a mark is chosen
 PAPER_MARKS = {"fastest": "F", "cheapest": "C", "fastest-20%": "-", "+20%": "+"}

@@ -16,9 +16,9 @@ from typing import Any
 from bats.common.atomic import replace_whole
 from bats.common.config import Config
 from bats.common.durations import format_duration
-from bats.master.core import Core, Finish
-from bats.master.state.journal import Journal
 
+from ..core import Core, Finish
+from ..state.journal import Journal
 from .money import account, earlier
 from .option_ids import OptionIds
 from .option_ids import machines_key as _machines_key

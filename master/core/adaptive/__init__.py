@@ -1,1 +1,1 @@
-"""``--policy adaptive`` (seed 001): how many hosts a bag needs, adapted as it runs."""
+"""``bats.master.core.adaptive``: ``--policy adaptive`` (seed 001): how many hosts a bag needs, adapted as it runs."""

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bats.common.config import ClusterConfig, Config
-from bats.master import core as c
 
+from ... import core as c
 from .. import billing
 from ..actions import Notify, WakeAt
 from ..billing import EPS as _EPS

@@ -41,8 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from bats.master import core as c
-
+from ... import core as c
 from ..actions import Cancel
 from ..planning.estimate import RuntimeEstimate
 from .execution import Execution

@@ -60,8 +60,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from bats.master import core as c
-
+from ... import core as c
 from ..actions import Notify, WakeAt
 from ..billing import atus_begun, atus_spanning
 from ..planning.estimate import RuntimeEstimate

@@ -69,10 +69,10 @@ from typing import Any
 import numpy as np
 
 from bats.common.config import ClusterConfig
-from bats.master import core as c
-from bats.master.core.base import handles
 
+from ... import core as c
 from ..actions import Notify, OfferOptions, WakeAt
+from ..base import handles
 from ..events import ScheduleChosen
 from ..planning.estimate import (
     REPLICATED_TASKS,

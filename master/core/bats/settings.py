@@ -15,7 +15,7 @@ from ..planning import DEFAULT_MAX_RAISE
 from ..view import EXECUTING, OFFERING, SAMPLING  # noqa: F401 (the phases of a BaTS run, named here too)
 
 if TYPE_CHECKING:
-    from ..planning.planner import Option
+    from ..option import Option
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,8 @@ from typing import Any
 
 from bats.common.config import ClusterConfig
 from bats.common.durations import format_duration
-from bats.master import core as c
 
+from ... import core as c
 from .. import billing
 from ..actions import Notify, WakeAt
 from ..bats.policy import EXECUTING, BatsCore, BatsSettings

@@ -40,10 +40,10 @@ from typing import Any
 
 from bats.common.config import ClusterConfig, Config
 from bats.common.durations import format_duration
-from bats.master import core as c
-from bats.master.core.base import handles
 
+from ... import core as c
 from ..actions import AskOffers, Notify
+from ..base import handles
 from ..billing import EPS as _EPS
 from ..events import OffersMade
 from ..view import CoreView

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from .planner import ClusterPlan
+    from .clusters import ClusterPlan
 
 _SPEED_TOL = 1e-12  # relative: speeds (and makespans) this close are equal
 _INT_LIMIT = 2**62

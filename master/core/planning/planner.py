@@ -135,73 +135,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
 from .. import billing
+from ..option import Option
 from . import DEFAULT_MAX_RAISE, frontier
+from .clusters import ClusterPlan
 
 RAISE_STEP = Fraction(1, 100)  # case (a) steps: 1 % of the reference budget
 MAX_CANDIDATES = 4_000_000  # product of group frontiers beyond which planning refuses
 _MAX_DECIMALS = 9
 _SPEED_TOL = 1e-12  # relative: speeds (and makespans) this close are equal
 _INT_LIMIT = 2**62
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterPlan:
-    """One cluster as the planner sees it. ``mean_s`` is T_i, a task's runtime on one of the
-    machine's ``slots`` with all of them busy; ``price`` is per ATU per machine."""
-
-    name: str
-    mean_s: float
-    price: float
-    atu_s: float = 3600.0
-    max: int = 1
-    min_charge_s: float = 0.0
-    slots: int = 1  # k_i: tasks a machine runs at once; its speed is k_i / T_i
-    boot_s: float = 0.0  # seconds a new machine is billed before it runs a task
-
-    @property
-    def speed(self) -> float:
-        """Tasks a machine finishes per second: k_i / T_i."""
-        return self.slots / self.mean_s
-
-    def tasks_in(self, seconds: float) -> int:
-        """Whole tasks a new machine finishes in ``seconds`` of paid time, its boot first:
-        k_i floor((t - boot) / T_i), each slot its own."""
-        return self.slots * billing.whole(seconds - self.boot_s, self.mean_s)
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.mean_s) and self.mean_s > 0):
-            raise ValueError(f"cluster {self.name!r}: mean runtime must be a finite number > 0, got {self.mean_s!r}")
-        if not (math.isfinite(self.price) and self.price >= 0):
-            raise ValueError(f"cluster {self.name!r}: price must be a finite number >= 0, got {self.price!r}")
-        if not (math.isfinite(self.atu_s) and self.atu_s > 0):
-            raise ValueError(f"cluster {self.name!r}: ATU must be > 0 seconds, got {self.atu_s!r}")
-        if not (math.isfinite(self.min_charge_s) and self.min_charge_s >= 0):
-            raise ValueError(f"cluster {self.name!r}: min_charge must be >= 0 seconds, got {self.min_charge_s!r}")
-        if isinstance(self.max, bool) or not isinstance(self.max, int) or self.max < 0:
-            raise ValueError(f"cluster {self.name!r}: max must be an integer >= 0, got {self.max!r}")
-        if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 1:
-            raise ValueError(f"cluster {self.name!r}: slots must be an integer >= 1, got {self.slots!r}")
-        if not (math.isfinite(self.boot_s) and self.boot_s >= 0):
-            raise ValueError(f"cluster {self.name!r}: boot time must be >= 0 seconds, got {self.boot_s!r}")
-
-    @classmethod
-    def from_config(cls, config: Any, mean_s: float, max_machines: int | None = None,
-                    slots: int | None = None) -> ClusterPlan:
-        """From a :class:`bats.common.config.ClusterConfig` (``min_charge_s`` and ``slots`` read if it
-        has them; ``slots`` given: the slots its machines were seen to have, for ``auto``)."""
-        return cls(name=config.name, mean_s=mean_s, price=config.price, atu_s=config.atu_s,
-                   max=config.max if max_machines is None else max_machines,
-                   min_charge_s=getattr(config, "min_charge_s", 0.0),
-                   slots=slots or getattr(config, "slots", None) or 1)
-
-    def units(self, seconds: float) -> int:
-        """u_i: ATUs a machine starts when it is up for ``seconds`` (0 for no time at all)."""
-        return billing.units(seconds, self.atu_s, self.min_charge_s)
 
 
 @dataclass(frozen=True)
@@ -214,24 +160,6 @@ class Estimate:
     atus: dict[str, int]  # u_i per cluster in use
     cost: float  # B_e
     delta_n: int  # N - sum a_k floor(M_k / T_k); <= 0 means no rounding risk
-
-
-@dataclass(frozen=True)
-class Option:
-    """One proposed schedule (§4.3) or Pareto point; the report's ``options`` entries."""
-
-    id: int
-    label: str  # "cheapest", "+20%", "fastest-20%", "fastest", "pareto", or "budget"
-    machines: dict[str, int]
-    makespan_s: float
-    makespan_atu: int
-    cost: float  # B_e of ``machines``
-    cushion: float  # extra money beyond ``budget`` for the rounding problem (0: none needed)
-    budget: float  # the budget the schedule was planned for (a Pareto point: its cost)
-    delta_n: int  # dN of ``machines``
-    rounding: str  # "" (dN <= 0 from the start), "a" (budget raised), "b" (cushion pays dN tasks)
-    pareto: bool  # the configuration is Pareto-optimal in (makespan_s, cost)
-    also: tuple[str, ...] = ()  # other labels that produced the same configuration
 
 
 class Planner:
