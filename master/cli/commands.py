@@ -447,8 +447,8 @@ def run(args: argparse.Namespace) -> int:
             if view is not None:
                 chooser.before_show = view.pause  # the table and prompt replace the live view
             chooser.plot_path = args.plot
-        from bats.master.state.files import FilesBag
-        from bats.master.state.outputs import OutputsBag
+        from ..state.files import FilesBag
+        from ..state.outputs import OutputsBag
 
         results_dir = settings.get("results_dir")  # checked by _prepare
         server_bag = FilesBag.around(bag, files) if files.used else bag  # the commands as the workers get them
