@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from helpers.bench_scripts import load_bench_script
 
+pytestmark = pytest.mark.e2e  # the bench script it loads starts a real master and emulated machines
 BATS_MASTER = Path(sys.executable).parent / "bats-master"
 
 
