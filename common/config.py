@@ -129,6 +129,8 @@ class ClusterConfig:
     # tasks one machine runs at once; None ("auto"): what the back end says a machine has (an EC2
     # instance type's vCPUs), else the cpus its worker reports when it says hello. Billing stays per machine.
     slots: int | None = 1
+    # "auto" takes the cpus a worker reports at most up to this: a machine cannot claim the bag
+    max_slots: int = 64
     contention: float = 1.0  # bats-sim: a task's runtime factor when it fills a machine's last free slot
     # machines while BaTS samples (seed 000 §2.2); None: ``[sampling] initial_workers``. Fewer on a cluster
     # dear per ATU make its sampling cheaper, at the price of more rounds of its replicated tasks.
@@ -140,7 +142,7 @@ class ClusterConfig:
 
     def slots_for(self, cpus: int) -> int:
         """The tasks a machine of this cluster runs at once, its worker reporting ``cpus`` CPUs."""
-        return self.slots if self.slots is not None else max(1, min(MAX_SLOTS, cpus))
+        return self.slots if self.slots is not None else max(1, min(self.max_slots, cpus))
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,7 @@ _CLUSTER_KEYS = {
     "on_demand_price": ("money", None),  # spot: its on-demand twin's price, the default bid
     "background_trace": ("str", None),  # a shared pool's own jobs: CSV of submit, slots, runtime
     "slots": ("slots", 1),  # tasks one machine runs at once, or "auto"
+    "max_slots": ("slots", 64),  # with slots = "auto": at most this many, whatever a worker reports
     "contention": ("factor", 1.0),  # used by bats-sim: runtime factor with all slots busy
     "initial_workers": ("count", None),  # machines while sampling; default [sampling] initial_workers
 }
@@ -497,6 +500,7 @@ def _build(source: str, doc: dict[str, Any], provisioner_options: Callable[[str]
             bid=values.get("bid", values.get("on_demand_price")),
             background=background,
             slots=values.get("slots", 1),
+            max_slots=values.get("max_slots") or 64,
             contention=values.get("contention", 1.0),
             initial_workers=values.get("initial_workers"),
         )

@@ -38,8 +38,12 @@ enforces, so a burst for a machine of many slots is never a frame the other side
 message is expected), which checks size, version, type and the type and range of each field and
 raises :class:`ProtocolError` with a one-line reason; callers log and drop the whole frame. A
 frame from a peer that has not said a valid hello is read only as far as its first message
-(:func:`decode_first`). Nesting is bounded by msgpack itself (deeper than 1,024 levels is refused
-before anything is built), and every field the schema names must be a scalar.
+(:func:`decode_first`). No message of this protocol holds an array or a map inside it, so the
+decoder refuses both as they come, before the rest of the frame is built: arrays at their header
+(``max_array_len=0``), a map inside a message as soon as a second map of that message is complete
+(:class:`_Flat`), and a map of more than ``MAX_FIELDS`` fields at its header. A frame built to be
+costly to decode (arrays nested 1,000 deep, a million objects) is refused after a few dozen objects;
+unknown scalar fields are let through, unread.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ OUTPUT_TAIL_BYTES = 64 * 1024
 MAX_MESSAGES_PER_FRAME = 256
 MAX_SLOTS = 1024  # tasks one machine runs at once (the cluster key ``slots``)
 MAX_ASK = MAX_SLOTS + 16  # a worker asks at most for its slots and its prefetched tasks
+MAX_FIELDS = 32  # fields of one message (a result has 10)
 
 
 class ProtocolError(ValueError):
@@ -130,6 +135,26 @@ _MISSING = object()
 _packer = msgpack.Packer(use_bin_type=True)
 
 
+class _Flat:
+    """The decoder's map hook: the first map completed is the message; a second one before the
+    message ends means a map inside it, refused there (maps complete innermost first)."""
+
+    __slots__ = ("maps",)
+
+    def __init__(self) -> None:
+        self.maps = 0
+
+    def hook(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.maps += 1
+        if self.maps > 1:
+            raise ProtocolError("a map inside a message")
+        return obj
+
+
+# what a frame may hold, checked by msgpack as it decodes (see the module docstring)
+_LIMITS = {"raw": False, "strict_map_key": True, "use_list": True, "max_array_len": 0, "max_map_len": MAX_FIELDS}
+
+
 def encode(msg_type: str, **fields: Any) -> bytes:
     """Pack one message. Field names and types are checked by the receiver, not here."""
     fields["v"] = VERSION
@@ -160,9 +185,11 @@ def decode(frame: bytes, allowed: frozenset[str]) -> dict[str, Any]:
     if len(frame) > MAX_FRAME_BYTES:
         raise ProtocolError(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
     try:
-        msg = msgpack.unpackb(frame, raw=False, strict_map_key=True, use_list=True)
+        msg = msgpack.unpackb(frame, object_hook=_Flat().hook, **_LIMITS)
+    except ProtocolError:
+        raise
     except Exception as exc:  # msgpack raises several unrelated exception types
-        raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
+        raise _undecodable(exc) from None
     return _validate(msg, allowed)
 
 
@@ -174,16 +201,18 @@ def decode_all(frame: bytes, allowed: frozenset[str]) -> list[dict[str, Any]]:
     is validated before any is returned, so a frame with one bad message is dropped whole."""
     if len(frame) > MAX_FRAME_BYTES:
         raise ProtocolError(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+    flat = _Flat()
     try:
-        return [_validate(msgpack.unpackb(frame, raw=False, strict_map_key=True, use_list=True), allowed)]
+        return [_validate(msgpack.unpackb(frame, object_hook=flat.hook, **_LIMITS), allowed)]
     except msgpack.ExtraData as more:  # several messages: keep the first, read the rest as a stream
         messages = [_validate(more.unpacked, allowed)]
         rest = more.extra
     except ProtocolError:
         raise
     except Exception as exc:
-        raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, use_list=True, max_buffer_size=MAX_FRAME_BYTES)
+        raise _undecodable(exc) from None
+    flat.maps = 0
+    unpacker = msgpack.Unpacker(object_hook=flat.hook, max_buffer_size=MAX_FRAME_BYTES, **_LIMITS)
     unpacker.feed(rest)
     end = 0  # where the last complete message of the rest ended
     try:
@@ -192,10 +221,11 @@ def decode_all(frame: bytes, allowed: frozenset[str]) -> list[dict[str, Any]]:
                 raise ProtocolError(f"more than {MAX_MESSAGES_PER_FRAME} messages in one frame")
             messages.append(_validate(msg, allowed))
             end = unpacker.tell()
+            flat.maps = 0
     except ProtocolError:
         raise
     except Exception as exc:
-        raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
+        raise _undecodable(exc) from None
     if end != len(rest):
         raise ProtocolError(f"truncated message at byte {len(frame) - len(rest) + end} of the frame")
     return messages
@@ -206,15 +236,27 @@ def decode_first(frame: bytes, allowed: frozenset[str]) -> tuple[dict[str, Any],
     For a peer the master has not admitted: what it sends beyond one message costs nothing."""
     if len(frame) > MAX_FRAME_BYTES:
         raise ProtocolError(f"frame of {len(frame)} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, use_list=True, max_buffer_size=MAX_FRAME_BYTES)
+    unpacker = msgpack.Unpacker(object_hook=_Flat().hook, max_buffer_size=MAX_FRAME_BYTES, **_LIMITS)
     unpacker.feed(frame)
     try:
         msg = next(unpacker)
     except StopIteration:
         raise ProtocolError("truncated message at byte 0 of the frame") from None
+    except ProtocolError:
+        raise
     except Exception as exc:
-        raise ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {exc})") from None
+        raise _undecodable(exc) from None
     return _validate(msg, allowed), unpacker.tell() < len(frame)
+
+
+def _undecodable(exc: Exception) -> ProtocolError:
+    """msgpack's refusal in this protocol's words."""
+    text = str(exc)
+    if "max_array_len" in text:
+        return ProtocolError("an array in a message (no message of this protocol holds one)")
+    if "max_map_len" in text:
+        return ProtocolError(f"a map of more than {MAX_FIELDS} fields")
+    return ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {_short(text)})")
 
 
 def _validate(msg: Any, allowed: frozenset[str]) -> dict[str, Any]:

@@ -68,7 +68,7 @@ from ..state.journal import Journal, JournalError
 from .fleet import Fleet
 from .peer import Peer
 from .records import PlanRecords
-from .security import MasterKeys, PreHelloBudget, return_freed_buffers, secure_router
+from .security import MasterKeys, PreHelloBudget, overdue, return_freed_buffers, secure_router
 
 log = logging.getLogger(__name__)
 progress = logging.getLogger("bats.progress")
@@ -592,6 +592,16 @@ class Server(Driver):
                 log.warning("%s silent for %.0fs: declared lost", peer.machine, silent)
                 self._forget(peer)
                 self.fleet.lose(peer.machine, f"silent for {silent:.0f}s", now)
+        if self.task_timeout_s is not None:  # a machine that holds tasks and never answers lets them go
+            for machine_id, task, held in overdue(self.core.live_machines(), now, self.task_timeout_s,
+                                                  master.liveness_s):
+                reason = f"held task {task} for {held:.0f}s, past --task-timeout {self.task_timeout_s:g}s"
+                log.warning("%s %s: declared lost; its tasks go back into the bag", machine_id, reason)
+                holder = self.peer_of.get(machine_id)
+                if holder is not None:
+                    self._send(holder.identity, encode("stop", reason="held a task past the task timeout"))
+                    self._forget(holder)
+                self.fleet.lose(machine_id, reason, now)
         if mono - timers["status"] >= STATUS_POLL_S:
             timers["status"] = mono
             self.fleet.poll_provisioners(now)

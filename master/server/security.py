@@ -27,6 +27,11 @@ frames per connection that the master has not read yet (:mod:`.loop`), so a conn
 1 MiB frames costs the master a few dozen MiB at most while it stays, and
 :func:`return_freed_buffers` makes sure large buffers go back to the system once it leaves.
 
+An admitted machine is trusted with tasks, not with the bag: ``slots = "auto"`` gives it at most the
+cluster's ``max_slots`` whatever CPUs it claims, and with ``--task-timeout`` a machine that holds a task
+past the timeout plus a margin (:func:`overdue`; its worker should have killed the task and answered
+by then) is declared lost, so its tasks go back into the bag and it is released.
+
 ``--insecure`` (plain TCP, the token alone) is accepted only on loopback endpoints
 (:func:`is_loopback`), and the master logs a warning for it.
 """
@@ -37,8 +42,10 @@ import ctypes
 import ipaddress
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import zmq
 import zmq.auth
@@ -186,3 +193,22 @@ def return_freed_buffers() -> None:
         ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MAPPED_BUFFER_BYTES)
     except (OSError, AttributeError):
         pass
+
+
+class _Holder(Protocol):
+    id: str
+    held: list[tuple[int, int]]
+    started: list[float]
+
+
+def overdue(machines: Iterable[_Holder], now: float, task_timeout_s: float, liveness_s: float
+            ) -> list[tuple[str, int, float]]:
+    """(machine, task, seconds held) for each machine running a task for longer than
+    ``task_timeout_s`` plus a margin (the liveness limit and a tenth of the timeout: the worker
+    kills a task at its timeout and answers; a machine that has not, by then, will not)."""
+    limit = task_timeout_s + liveness_s + task_timeout_s / 10
+    found = []
+    for machine in machines:
+        if machine.started and now - machine.started[0] > limit:
+            found.append((machine.id, machine.held[0][0], now - machine.started[0]))
+    return found
