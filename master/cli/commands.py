@@ -78,6 +78,10 @@ def _settings(args: argparse.Namespace, stored: dict | None = None) -> dict:
             raise UsageError("--retries: must be 0 or more")
         settings["retries"] = args.retries
         settings["retries_given"] = True
+    if args.max_machine_losses is not None:
+        if args.max_machine_losses < 1:
+            raise UsageError("--max-machine-losses: must be 1 or more")
+        settings["max_machine_losses"] = args.max_machine_losses
     if args.task_timeout is not None:
         settings["task_timeout_s"] = args.task_timeout or None
     if args.seed is not None:
@@ -423,6 +427,7 @@ def run(args: argparse.Namespace) -> int:
         prior_sample = _prior_sample(journal, choice, session)
         core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice, prior_sample=prior_sample,
                           retries=_retries(settings, config), boot_timeout_s=config.master.boot_timeout_s,
+                          max_machine_losses=settings.get("max_machine_losses", 2),
                           finished=finished, max_held=config.master.worker_capacity,
                           adaptive_prefetch=config.master.prefetch is None)
         if finished:

@@ -95,9 +95,11 @@ class WakeAt:
 
 @dataclass(frozen=True, slots=True)
 class Notify:
-    """Something the operator should read in the log (a plan chosen or changed, money running out)."""
+    """Something the operator should read in the log (a plan chosen or changed, money running out);
+    ``warning``: something went wrong (shown even with ``--quiet``)."""
 
     message: str
+    warning: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,10 @@ in a shared :class:`FreeSlots` as its held tasks, its slots and its state change
 costs the same with a thousand machines as with two. A
 machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
 timeout) is retried up to ``retries`` times, preferably on another machine, unless the config's
-retry rules (:mod:`bats.common.retry`: by exit code and cause) say that failure is final.
+retry rules (:mod:`bats.common.retry`: by exit code and cause) say that failure is final. A task that was running
+on ``max_machine_losses`` machines when each was lost (one that crashes its machine, as an
+out-of-memory kill does) is quarantined like a poison message: recorded failed, named in a notice
+and in the report's ``quarantined_ids``, and never handed out again.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from .actions import (
     Dispatch,
     Finish,
     IgnoreResult,
+    Notify,
     RecordResult,
     Release,
 )
@@ -204,6 +208,7 @@ class Machine:
 # task status codes, one byte per task id (public: the policies read them)
 PENDING, RUNNING, DONE, FAILED = 0, 1, 2, 3
 GIVE_UP_AFTER = 3  # consecutive machines of a cluster lost before doing any task
+MAX_MACHINE_LOSSES = 2  # machines a task may be running on when they are lost before it is quarantined
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -279,8 +284,12 @@ class Core:
         max_held: int = DEFAULT_MAX_HELD,
         max_machines: int | None = None,
         adaptive_prefetch: bool = False,
+        max_machine_losses: int = MAX_MACHINE_LOSSES,
     ) -> None:
         self.max_held = max_held
+        self.max_machine_losses = max_machine_losses
+        self._machine_losses: dict[int, int] = {}  # task -> machines lost while it ran on them
+        self.quarantined: list[int] = []
         self.max_machines = max_machines  # over all clusters (seed 003 §3.1); None: no overall limit
         self.adaptive_prefetch = adaptive_prefetch
         self._recent_runtime: float | None = None  # moving average of reported runtimes
@@ -362,6 +371,8 @@ class Core:
                                  "not_run": self.remaining}
         if self.failed:
             tasks["failed_ids"] = [task for task, status in enumerate(self._status) if status == FAILED]
+        if self.quarantined:
+            tasks["quarantined_ids"] = sorted(self.quarantined)
         return {
             "tasks": tasks,
             "makespan_s": max(0.0, end - (self.started_at if self.started_at is not None else now)),
@@ -524,11 +535,40 @@ class Core:
         if machine is None or machine.state is MachineState.GONE:
             return []
         self._retire(machine, ev.now, ev.reason)  # first: the lost machine's free slots are no place for its tasks
+        quarantined = self._count_losses(machine, ev)  # before the rest go back: none is handed out again
         actions = self._requeue_held(machine)
+        actions.extend(quarantined)
         if machine.nt == 0:
             self._lost_in_a_row[machine.cluster] += 1
         actions.extend(self._replace_lost(machine, ev.now))
         actions.extend(self._finish_if_stranded(ev.now))
+        return actions
+
+    def _count_losses(self, machine: Machine, ev: MachineLost) -> list[Action]:
+        """Count a loss against each task that was running on the lost machine; quarantine those at
+        ``max_machine_losses`` that go back into the bag (another copy still running goes on). A
+        quarantined task stays in the bag's array and is skipped when it comes up (:meth:`_feed`)."""
+        actions: list[Action] = []
+        for task, attempt in machine.held[:machine.slots]:
+            losses = self._machine_losses.get(task, 0) + 1
+            self._machine_losses[task] = losses
+            if losses < self.max_machine_losses:
+                continue
+            machine.drop(machine.held.index((task, attempt)), ev.now)  # gone already: no slot counts move
+            self._return_task(task, attempt, machine)
+            if self._status[task] != PENDING:
+                continue
+            self._status[task] = FAILED
+            self.failed += 1
+            self.quarantined.append(task)
+            self.last_finish_at = ev.now
+            note = (f"task {task} was running on {losses} machines that were lost (the last, {machine.id}: "
+                    f"{ev.reason}); quarantined: recorded failed and not run again")
+            actions.append(Notify(note, warning=True))
+            actions.append(RecordResult(task, "failed", machine.id, self._attempts[task], -1, 0.0, False, b"",
+                                        note.encode()))
+        if actions and self.remaining == 0:
+            actions.extend(self._finish_if_complete(ev.now))
         return actions
 
     def _replace_lost(self, machine: Machine, now: float) -> list[Action]:
@@ -636,8 +676,11 @@ class Core:
             if task is None:
                 self._hungry[machine.id] = None
                 return actions
+            status = self._status[task]
+            if status == FAILED:  # quarantined after losing its machines (see _count_losses)
+                continue
             machine.wanted -= 1
-            if self._status[task] == PENDING:  # a replicated task's extra copy keeps its status
+            if status == PENDING:  # a replicated task's extra copy keeps its status
                 self._status[task] = RUNNING
             attempt = self._attempts[task] + 1
             self._attempts[task] = attempt

@@ -564,7 +564,10 @@ class Server(Driver):
 
     @carries_out(c.Notify)
     def _do_notify(self, action: c.Notify) -> None:
-        progress.info("%s", action.message)  # the plan, re-plans: routine, shown unless --quiet
+        if action.warning:
+            log.warning("%s", action.message)
+        else:
+            progress.info("%s", action.message)  # the plan, re-plans: routine, shown unless --quiet
 
     @carries_out(c.AskOffers)
     def _do_ask_offers(self, action: c.AskOffers) -> None:

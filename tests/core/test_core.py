@@ -367,3 +367,26 @@ def test_handlers_are_marked_beside_their_method_and_a_subclass_overrides_one_by
     assert c.OffersMade not in c.Core._handlers  # the base is not changed by its subclass
     with pytest.raises(TypeError, match="Core does not handle OffersMade"):
         c.Core(range(1, 3), {"a": ClusterConfig("a", "local", max=1)}, random.Random(1)).handle(c.OffersMade(0.0, ()))
+
+
+def test_a_task_that_keeps_losing_its_machine_is_quarantined_and_named():
+    core = make_core(tasks=(1, 2), max_machine_losses=2)
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    up(core, "m2")
+    (poison,) = core.handle(c.WorkerAsked(0.0, "m1", 1))
+    (other,) = core.handle(c.WorkerAsked(0.0, "m2", 1))
+    core.handle(c.MachineLost(1.0, "m1", "process exited"))  # one loss: the task goes back into the bag
+    up(core, "m3", now=2.0)
+    assert core.handle(c.WorkerAsked(2.0, "m3", 1)) == [c.Dispatch("m3", poison.task, 2)]
+    actions = core.handle(c.MachineLost(3.0, "m3", "process exited"))  # the second: quarantined
+    notice = next(a for a in actions if isinstance(a, c.Notify))
+    assert notice.warning and f"task {poison.task} " in notice.message and "quarantined" in notice.message
+    record = next(a for a in actions if isinstance(a, c.RecordResult))
+    assert (record.task, record.status, record.machine) == (poison.task, "failed", "m3")
+    up(core, "m4", now=4.0)
+    assert core.handle(c.WorkerAsked(4.0, "m4", 1)) == []  # never handed out again
+    done = core.handle(c.TaskFinished(5.0, "m2", other.task, 1, 0, 5.0))
+    assert done[0].status == "done" and c.Finish("failed", "1 task(s) failed") in done
+    report = core.report(6.0)
+    assert report["tasks"]["quarantined_ids"] == [poison.task] and report["tasks"]["failed"] == 1
