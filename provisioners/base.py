@@ -220,5 +220,10 @@ class Provisioner(ABC):
         acquired machine it stands for, or None to refuse it (only ``manual`` accepts any)."""
         return None
 
+    def may_join(self, token: str) -> bool:
+        """Whether ``token`` would let a worker started by hand join once a seat is open: such a
+        worker that finds none is told to wait and say hello again, not to stop."""
+        return False
+
     def close(self) -> None:
         """Release anything the provisioner itself holds (connections, temp files)."""

@@ -13,7 +13,9 @@ handles the master counts (and pays for, at the cluster's price) as machines boo
 that says hello with this cluster's name and its join token takes a free seat through
 :meth:`join` (the same seat again when it reconnects); the master then knows it by the seat's id
 (the worker logs that it was welcomed under that name). A worker that finds no free seat is told
-to stop. Releasing a seat forgets it; the master tells its worker to stop. Seats are
+to wait (:meth:`may_join`): it says hello again every few seconds until one opens, so workers
+started before the master has asked for any (or while all seats are taken) join as soon as
+there is room. Releasing a seat forgets it; the master tells its worker to stop. Seats are
 ``BOOTING`` until taken, ``RUNNING`` after, ``GONE`` once released; a seat not taken within
 ``[master] boot_timeout`` is given up and another opened, like a machine that never booted.
 
@@ -127,6 +129,9 @@ class ManualProvisioner(Provisioner):
         self._taken[worker_machine] = seat
         log.info("cluster %s: worker %r takes seat %s", self.cluster.name, worker_machine, seat.machine_id)
         return seat
+
+    def may_join(self, token: str) -> bool:
+        return secrets.compare_digest(token.encode(), self.join_token.encode())
 
     def release(self, handles: list[MachineHandle]) -> None:
         ids = {h.machine_id for h in handles}

@@ -14,6 +14,8 @@ prefetched so dispatch latency is hidden); every ``result`` carries ``ask=True``
 next task. ``unknown`` (the master restarted) or ``liveness_s`` without a word from the master
 makes the worker say hello again (on a fresh socket after a liveness timeout), keep running what
 it holds, send results held meanwhile after the new ``welcome`` and ask for the free slots.
+``wait`` before any ``welcome`` (a worker started by hand whose seat is not open yet) makes it say
+hello again, on a fresh socket, every ``JOIN_RETRY_S``.
 ``stop`` and SIGTERM/SIGINT kill the running tasks' process groups, send ``bye`` and exit 0.
 ``cancel`` (another copy of the task ended first on another machine) kills that attempt's process
 group, or drops it from the queue, sends no result and asks for a task in its place.
@@ -63,6 +65,7 @@ HELD = 2  # tasks held at most until the master's welcome says otherwise: one ru
 BYE_LINGER_MS = 1000  # how long the final ``bye`` may take to leave
 PARENT_CHECK_S = 0.5  # with --exit-with-parent, the longest the loop sleeps between checks
 NO_SIGCHLD_POLL_S = 0.05  # without signal wake-ups (not the main thread): poll a running task
+JOIN_RETRY_S = 2.0  # a worker started by hand and told to wait for a seat says hello again this often
 MAX_FRAMES_PER_WAKE = 10_000  # socket frames handled before the pipes get a turn
 
 
@@ -124,6 +127,7 @@ class Worker:
         self.reconnects = 0
         self._watcher: SpotWatcher | None = None
         self._notice_sent = False
+        self._told_to_wait = False  # by a master with no seat open for this worker (started by hand)
         # CurveZMQ: one fresh client key pair for the life of the process, so a reconnect is the
         # same client to the master (which binds this machine to the key that first used its token)
         self._client_keys = zmq.curve_keypair() if options.server_key else None
@@ -292,6 +296,12 @@ class Worker:
                 self._hello(now)
             else:
                 log.debug("'unknown' while waiting for welcome; hello already sent")
+        elif kind == "wait" and not self._welcomed:  # started by hand before a seat opened: try again soon
+            if not self._told_to_wait:
+                self._told_to_wait = True
+                log.warning("the master has no seat for this worker yet; saying hello every %g s until it has",
+                            JOIN_RETRY_S)
+            self._last_recv = now - self.liveness_s + JOIN_RETRY_S
         elif kind == "stop":
             log.warning("stopped by the master: %s", msg["reason"])
             self._exit_reason = "stopped"

@@ -364,7 +364,7 @@ class Server(Driver):
         handle = self.fleet.handles.get(machine_id)
         if self.secure and key is None:
             key = self._frame_key
-        if handle is None and self.fleet.calls.busy("acquire", msg["cluster"]) and self._issued(msg):
+        if handle is None and self._issued(msg):
             self.fleet.collect_calls()  # the acquisition that started this worker may have just returned
             handle = self.fleet.handles.get(machine_id)
             if handle is None and self.fleet.calls.busy("acquire", msg["cluster"]):
@@ -373,6 +373,9 @@ class Server(Driver):
                 or not hmac.compare_digest(msg["token"].encode(), handle.token.encode())):
             handle = self._join(msg)  # a worker started by hand (manual) may take a seat
         if handle is None:
+            if self._may_join(msg):  # a worker started by hand before its seat opened: it says hello again
+                self._answer_unadmitted(identity, encode("wait"))
+                return False
             self._drop(f"peer {identity.hex()}", f"hello from unknown machine {machine_id!r} or bad token")
             self._answer_unadmitted(identity, encode("stop", reason="unknown machine or bad token"))
             return False
@@ -439,6 +442,14 @@ class Server(Driver):
             log.error("cluster %s: join of %r failed: %s", msg["cluster"], msg["machine"], exc)
             return None
         return handle if handle is not None and self.fleet.handles.get(handle.machine_id) is handle else None
+
+    def _may_join(self, msg: dict) -> bool:
+        provisioner = self.fleet.provisioners.get(msg["cluster"])
+        try:
+            return provisioner is not None and provisioner.may_join(msg["token"])
+        except Exception as exc:  # a plugin's failure must not take the master down
+            log.error("cluster %s: join check of %r failed: %s", msg["cluster"], msg["machine"], exc)
+            return False
 
     def _impostor(self, peer: Peer) -> None:
         """A frame from a known peer's identity but another client key: a new connection took the

@@ -1,6 +1,6 @@
 """The ``manual`` provisioner: workers started by hand with the cluster's join token run a real bag
-through ``bats-master`` over real ZeroMQ and are paid at the cluster's price; wrong tokens and
-workers beyond the seats the master wants are refused; the token lives in the state dir."""
+through ``bats-master`` over real ZeroMQ and are paid at the cluster's price; wrong tokens are refused and
+workers beyond the seats the master wants wait for one; the token lives in the state dir."""
 
 from __future__ import annotations
 
@@ -68,10 +68,10 @@ atu = "1h"
         workers = [hand_worker(endpoint, "node-a", token, state_dir=tmp_path / "run"),
                    hand_worker(endpoint, "node-b", token, state_dir=tmp_path / "run")]
         wait_for(lambda: marks.exists() and len(marks.read_text().split()) >= 4, 30, "tasks to run")
-        extra = hand_worker(endpoint, "node-c", token, state_dir=tmp_path / "run")  # both seats are taken
-        assert extra.wait(timeout=30) == 0
+        # both seats are taken: it waits for one (none opens; the report below shows it ran nothing)
+        workers.append(hand_worker(endpoint, "node-c", token, state_dir=tmp_path / "run"))
         out, err = master.communicate(timeout=60)
-        for worker in workers:
+        for worker in workers[:2]:
             assert worker.wait(timeout=30) == 0  # the master told them to stop at the end
     finally:
         master.kill()
@@ -143,3 +143,40 @@ def test_the_join_command_is_one_shell_command_whatever_the_key_holds(tmp_path):
     assert subprocess.run(["sh", "-n", "-c", command], capture_output=True).returncode == 0
     argv = shlex.split(command)
     assert f"--server-key={key}" in argv and argv[argv.index("--token-file") + 1] == str(prov.token_file.resolve())
+
+
+def test_a_worker_without_a_seat_waits_and_takes_the_next_one(tmp_path):
+    """A worker started by hand that finds no seat open (here: the one seat is taken) is told to
+    wait and says hello again until one opens, instead of stopping for good."""
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    config = tmp_path / "c.toml"
+    config.write_text(f'[master]\nlisten = "{endpoint}"\nheartbeat = "0.5s"\nliveness = "2s"\n\n'
+                      '[clusters.hand]\nprovisioner = "manual"\nmax = 1\n')
+    marks = tmp_path / "ran"
+    bag = tmp_path / "tasks.txt"
+    bag.write_text("".join(f"echo {i} >> {marks}; sleep 0.3\n" for i in range(1, 13)))
+    state = tmp_path / "run"
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--policy", "self",
+                               "--state-dir", str(state)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    workers: list[subprocess.Popen] = []
+    try:
+        token_file = state / "join" / "hand.token"
+        wait_for(token_file.exists, 30, "the join token")
+        token = token_file.read_text().strip()
+        workers.append(hand_worker(endpoint, "node-a", token, state_dir=state))
+        wait_for(marks.exists, 30, "node-a to run a task")
+        workers.append(hand_worker(endpoint, "node-b", token, state_dir=state))  # the one seat is taken
+        assert workers[1].stderr is not None
+        assert "no seat for this worker yet" in workers[1].stderr.readline()  # told to wait, not to stop
+        workers[0].kill()  # node-a dies: its seat is given up, a new one opens, node-b takes it
+        _out, err = master.communicate(timeout=90)
+        assert workers[1].wait(timeout=30) == 0  # told to stop at the end
+    finally:
+        master.kill()
+        for worker in workers:
+            worker.kill()
+    assert master.returncode == 0, err
+    report = json.loads((state / "report.json").read_text())
+    assert report["tasks"]["done"] == 12
+    assert {m["id"]: m["nt"] > 0 for m in report["machines"]} == {"hand-s1-1": True, "hand-s1-2": True}
