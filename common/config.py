@@ -238,7 +238,8 @@ def _convert(kind: str, value: Any) -> Any:
     if kind == "str" or kind == "endpoint":
         if not isinstance(value, str) or not value:
             raise ValueError(f"expected a non-empty string, got {value!r}")
-        if kind == "endpoint" and "://" not in value:
+        if kind == "endpoint" and ("://" not in value or not value.isprintable() or " " in value):
+            # it is written into machines' start scripts and cloud user data: one word, one line
             raise ValueError(f"expected a ZeroMQ endpoint such as \"tcp://0.0.0.0:5555\", got {value!r}")
         return value
     if kind == "duration":

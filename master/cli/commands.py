@@ -159,6 +159,12 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
             _lock(state_dir)  # before reading anything: a live master's run is not resumed twice
         journal = Journal.open(state_dir)
         try:
+            lost = journal.lost_results()
+            if lost:
+                raise UsageError(
+                    f"{journal.path}: {lost} result(s) committed by the run are missing (its write-ahead log, "
+                    f"{journal.path.name}-wal, was deleted or damaged since): restore it, or delete "
+                    f"{journal.path.name}-mark to run those tasks again")
             settings = _settings(args, journal.meta.get("settings"))
             bag = load_bag(bag_copy)
             if journal.meta.get("bag_sha256") not in (None, bag.sha256):

@@ -14,6 +14,12 @@ later flush can still write everything. :meth:`Journal.add_session` is the one w
 once. Reads (:meth:`Journal.results`, :meth:`Journal.finished_tasks`, :meth:`Journal.machines`)
 see the committed rows overlaid with the rows still in the buffer, and never write.
 
+The WAL holds every commit since the last checkpoint, so a WAL deleted after a crash would take
+those results with it and a ``--resume`` would silently run their tasks again. After each commit
+that adds results, their count is written to ``journal.sqlite-mark`` (replaced whole, not synced:
+it only has to survive the master, not the machine); :meth:`Journal.lost_results` compares it with
+the rows the journal holds, and ``--resume`` refuses a journal that has lost some.
+
 A file is recognised as a BaTS journal by ``PRAGMA application_id`` (``0x42615453``, "BaTS") and
 its schema version by ``PRAGMA user_version`` (also kept as the meta key ``schema_version``).
 
@@ -64,6 +70,7 @@ from typing import Any, Self
 log = logging.getLogger(__name__)
 
 JOURNAL_NAME = "journal.sqlite"
+MARK_NAME = "journal.sqlite-mark"  # how many result rows the journal has committed
 APPLICATION_ID = 0x42615453  # "BaTS"
 SCHEMA_VERSION = 2  # 2: machines.reason (why each machine left the run)
 RESULT_STATUSES = ("done", "failed")
@@ -204,6 +211,8 @@ class Journal:
         self._pending_results: dict[int, ResultRow] = {}
         self._pending_machines: dict[str, MachineRow] = {}
         self._pending_meta: dict[str, str] = {}
+        self._mark = path.with_name(MARK_NAME)
+        self._committed = conn.execute("SELECT count(*) FROM results").fetchone()[0]
 
     # ------------------------------------------------------------------ opening
 
@@ -233,7 +242,7 @@ class Journal:
             raise JournalError(f"{path}: cannot create the journal: {exc.strerror or exc}") from None
         os.close(fd)
         # A WAL left behind by a deleted journal would be replayed into the new, empty one.
-        for suffix in ("-wal", "-shm"):
+        for suffix in ("-wal", "-shm", "-mark"):
             Path(str(path) + suffix).unlink(missing_ok=True)
         conn = None
         try:
@@ -468,6 +477,9 @@ class Journal:
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                 raise self._write_error(exc, "cannot write") from None
+            if self._pending_results:
+                self._committed += len(self._pending_results)
+                self._write_mark()
             log.debug(
                 "journal flush: %d results, %d machines, %d meta in %.1f ms",
                 len(self._pending_results),
@@ -478,6 +490,25 @@ class Journal:
             self._pending_results = {}
             self._pending_machines = {}
             self._pending_meta = {}
+
+    def _write_mark(self) -> None:
+        beside = self._mark.with_name(f".{MARK_NAME}.{os.getpid()}")
+        try:
+            fd = os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(f"{self._committed}\n")
+            os.replace(beside, self._mark)
+        except OSError as exc:  # the results are committed; only the check on --resume is weaker
+            log.warning("%s: cannot write: %s", self._mark, exc.strerror or exc)
+
+    def lost_results(self) -> int:
+        """How many committed result rows the journal no longer holds (its WAL deleted or damaged
+        after a crash); 0 when none, or when no mark was written (a journal of an earlier BaTS)."""
+        try:
+            marked = int(self._mark.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+        return max(0, marked - self._committed)
 
     def _write_error(self, exc: sqlite3.Error, what: str) -> JournalError:
         kept = len(self._pending_results)

@@ -3,7 +3,7 @@
 How it works. Before a master starts or resumes a run it checks the state directory
 (:func:`check_state_dir`): it must be a directory of the user running the master, not writable by
 group or others, and none of the names the master reads or writes there (the lock, the journal and
-its WAL, the logs and what is in them, the keys, the report, the copies of the bag and config, the
+its WAL, the logs and the join tokens and what is in them, the keys, the report, the copies of the bag and config, the
 status socket) may be a symbolic link or another user's. A directory another user made first (with
 links to the operator's files, or to a folder of its own to collect the logs) is refused with one
 line naming what is wrong, never used. Once the check passes, the directory is made 0700: from
@@ -25,9 +25,9 @@ import stat
 from pathlib import Path
 
 LOCK_NAME = "master.lock"
-# what the master reads or writes in a state dir (``logs`` is a directory, checked one level down)
-STATE_NAMES = (LOCK_NAME, "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm", "logs", "master.key",
-               "master.key_secret", "report.json", "bag.txt", "config.toml", "control.json", "control.sock")
+# what the master reads or writes in a state dir (``logs`` and ``join`` are directories, checked one level down)
+STATE_NAMES = (LOCK_NAME, "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm", "journal.sqlite-mark", "logs", "master.key",
+               "master.key_secret", "report.json", "bag.txt", "config.toml", "control.json", "control.sock", "join")
 _held: list[int] = []  # the descriptors this process holds (released at exit by the kernel)
 
 
@@ -79,8 +79,8 @@ def check_state_dir(state_dir: str | os.PathLike[str]) -> None:
         raise UnsafeStateDir(f"{path}: writable by other users (mode {stat.S_IMODE(st.st_mode):o}); anything "
                              "in it could be swapped under the master: chmod 700 it, or choose another --state-dir")
     for name in STATE_NAMES:
-        if _check_entry(path / name, uid, directory=name == "logs") is not None and name == "logs":
-            with os.scandir(path / "logs") as entries:
+        if _check_entry(path / name, uid, directory=name in ("logs", "join")) is not None and name in ("logs", "join"):
+            with os.scandir(path / name) as entries:
                 for entry in entries:
                     _check_entry(Path(entry.path), uid)
     if stat.S_IMODE(st.st_mode) != 0o700:

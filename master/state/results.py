@@ -3,7 +3,9 @@
 How it works: the journal (``STATE_DIR/journal.sqlite``) holds one result row per finished task
 and the state dir keeps the copy of the bag the run was started with (``STATE_DIR/bag.txt``);
 a task's id is its line number in that bag, so the command text is looked up there. Rows are
-streamed in task-id order, never all held in memory, as JSON lines or CSV with a header. The
+streamed in task-id order, never all held in memory, as JSON lines or CSV with a header. In CSV, a
+text cell that a spreadsheet would take for a formula (it starts with ``=``, ``+``, ``-``, ``@``, a
+tab or a carriage return) gets a leading ``'``, so opening the export never runs a task's output. The
 journal is only read, so this works while the master is still running (WAL readers never block
 the writer); rows the master has not flushed yet are simply not exported.
 """
@@ -52,9 +54,14 @@ def _readable(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_value(value: Any) -> Any:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value  # a spreadsheet would run it as a formula (task output is anyone's text)
     return value  # None becomes an empty field
 
 
@@ -96,7 +103,7 @@ def export_results(state_dir: str | Path, out: TextIO, failed_only: bool = False
             writer.writeheader()
             for row in map(_readable, journal.results(failed_only=failed_only)):
                 record = {key: _csv_value(row[key]) for key in COLUMNS if key != "command"}
-                record["command"] = command(row["id"])
+                record["command"] = _csv_value(command(row["id"]))
                 writer.writerow(record)
                 written += 1
         else:

@@ -36,3 +36,16 @@ def test_ordinary_names_load(tmp_path: Path, name):
     path = tmp_path / "clusters.toml"
     path.write_text(f'[clusters.{name}]\nprovisioner = "local"\nmax = 1\n')
     assert list(load_cluster_config(str(path), None).clusters) == [name]
+
+
+@pytest.mark.parametrize("key", ["advertise", "listen"])
+@pytest.mark.parametrize("value", ['"tcp://10.0.0.5:5555\\nrm -rf /"', '"tcp://10.0.0.5:5555 x"',
+                                   '"tcp://10.0.0.5:5555\\u0007"'])
+def test_an_endpoint_of_more_than_one_word_is_refused(tmp_path: Path, key, value):
+    """``[master] advertise`` lands in machines' start scripts and cloud user data: a newline in it
+    would be a line of its own there."""
+    path = tmp_path / "clusters.toml"
+    path.write_text(f'[master]\n{key} = {value}\n\n[clusters.a]\nprovisioner = "local"\nmax = 1\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, options)
+    assert str(caught.value).startswith(f"{path}:2: [master] {key}") and "\n" not in str(caught.value)

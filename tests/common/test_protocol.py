@@ -316,7 +316,7 @@ def packed_messages(draw) -> bytes:
         return draw(st.integers(0, 29)) > 0
 
     msg_type = draw(st.sampled_from(sorted(SCHEMAS))) if often() else draw(st.text(max_size=8))
-    msg = draw(st.dictionaries(st.text(max_size=8), SCALARS if often() else VALUES, max_size=3))  # extra fields
+    msg = draw(st.dictionaries(st.text(max_size=8), SCALARS, max_size=3))  # extra fields (no container passes)
     for name, types in SCHEMAS.get(msg_type, {}).items():
         if often():  # else missing
             msg[name] = draw(st.one_of([TYPED[t] for t in types]) if often() else VALUES)
@@ -358,7 +358,7 @@ def test_fuzz_oracle_sees_both_outcomes():
     """The structured strategy really produces accepted messages too (else the fuzz test is idle)."""
     accepted = rejected = 0
 
-    @settings(max_examples=200, deadline=None, database=None)
+    @settings(max_examples=400, deadline=None, database=None)
     @given(packed_messages())
     def count(frame):
         nonlocal accepted, rejected

@@ -78,3 +78,32 @@ def test_a_fresh_state_dir_is_private(tmp_path):
     assert result.returncode == 0, result.stderr
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
     assert stat.S_IMODE((state / "master.lock").stat().st_mode) == 0o600
+
+
+def test_a_deleted_wal_is_found_on_resume_not_run_again_silently(tmp_path):
+    """Results committed since the last checkpoint live in the WAL: with it deleted after a crash,
+    ``--resume`` says how many are missing instead of running those tasks again."""
+    import signal
+    import subprocess
+
+    from helpers.runs import MASTER, results, wait_for
+
+    bag = write_bag(tmp_path / "tasks.txt", ["sleep 0.2"] * 40)
+    state = tmp_path / "run"
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--state-dir", str(state), "--workers", "2"],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mark = state / "journal.sqlite-mark"
+    try:  # (not 'bats-master results': a reader checkpoints the WAL into the main file when it is done)
+        wait_for(lambda: mark.exists() and int(mark.read_text()) >= 6, 60, "a few results")
+    finally:
+        master.send_signal(signal.SIGKILL)
+        master.wait()
+    done = int(mark.read_text())
+    (state / "journal.sqlite-wal").unlink()
+    (state / "journal.sqlite-shm").unlink(missing_ok=True)
+    resumed = run_master(["--resume", "--state-dir", str(state)], tmp_path)
+    _refused(resumed, f"{done} result(s) committed by the run are missing", "journal.sqlite-wal")
+    mark.unlink()  # the operator accepts running them again
+    again = run_master(["--resume", "--state-dir", str(state)], tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(r["id"] for r in results(state)) == list(range(1, 41))

