@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from bats.common import protocol
 from bats.common.protocol import (
     MASTER_TYPES,
-    MAX_FRAME_BYTES,
     MAX_FIELDS,
+    MAX_FRAME_BYTES,
     RANGES,
     SCHEMAS,
     VERSION,

@@ -165,7 +165,7 @@ def test_a_worker_without_a_seat_waits_and_takes_the_next_one(tmp_path):
         wait_for(token_file.exists, 30, "the join token")
         token = token_file.read_text().strip()
         workers.append(hand_worker(endpoint, "node-a", token, state_dir=state))
-        wait_for(marks.exists, 30, "node-a to run a task")
+        wait_for(lambda: marks.exists() and len(marks.read_text().split()) >= 3, 30, "node-a to run tasks")
         workers.append(hand_worker(endpoint, "node-b", token, state_dir=state))  # the one seat is taken
         assert workers[1].stderr is not None
         assert "no seat for this worker yet" in workers[1].stderr.readline()  # told to wait, not to stop

@@ -34,7 +34,7 @@ def test_nested_containers_are_refused_before_they_are_built():
     with pytest.raises(ProtocolError):
         decode_all(arrays, WORKER_TYPES)
     maps: dict = {}
-    for k in range(1000):
+    for _ in range(1000):
         maps = {"n": maps, **{f"k{i}": i for i in range(20)}}
     with pytest.raises(ProtocolError, match="a map inside a message"):
         decode_all(msgpack.packb({"v": 1, "type": "heartbeat", "extra": maps}), WORKER_TYPES)
