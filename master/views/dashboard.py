@@ -11,7 +11,9 @@ It serves two things, both read-only (anything but GET is refused):
   per cluster with their ATU phase, the last re-plan and why.
 
 Port 0 picks a free port; the URL is logged. Bound to the loopback address: nobody else on the
-network can read it (forward it with ``ssh -L`` to watch from elsewhere).
+network can read it (forward it with ``ssh -L`` to watch from elsewhere). A request whose ``Host``
+is not a loopback name (``127.0.0.1``, ``localhost``, ``[::1]``, any port) is refused with 403: a web
+page elsewhere whose name an attacker points at 127.0.0.1 (DNS rebinding) cannot read the figures.
 """
 
 from __future__ import annotations
@@ -135,13 +137,30 @@ class Dashboard:
         self._server.server_close()
 
 
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _loopback_host(host: str | None) -> bool:
+    """Whether a request's ``Host`` names this machine's loopback (with any port, for ``ssh -L``)."""
+    if not host:
+        return False
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[:name.find("]") + 1]
+    else:
+        name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+    return name in _LOOPBACK_NAMES
+
+
 def _handler(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "bats-dashboard"
 
         def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
             path = self.path.split("?", 1)[0]
-            if path in ("/", "/index.html"):
+            if not _loopback_host(self.headers.get("Host")):
+                self._send(403, "text/plain; charset=utf-8", b"this page answers only on 127.0.0.1\n")
+            elif path in ("/", "/index.html"):
                 self._send(200, "text/html; charset=utf-8", PAGE.encode())
             elif path == "/status.json":
                 figures = dashboard.figures()
