@@ -3,8 +3,9 @@
 
 - :func:`flood_run`: a bag on local workers while hostile peers that know only the master's public
   key (no secret: it is on every worker's command line) send frames of 256 hellos with made-up
-  machine ids and tokens (``"hellos"``, while the workers' acquisition is still in flight) or of 256
-  heartbeats without ever reading (``"heartbeats"``); ``None`` is the same run without a flood, to
+  machine ids and tokens (``"hellos"``, while the workers' acquisition is still in flight), of 256
+  heartbeats without ever reading (``"heartbeats"``), or of 1 MiB each (``"megabytes"``, with
+  :data:`BIG_FLOOD`'s run); ``None`` is the same run without a flood, to
   compare with. Returns the exit code, wall time, the master's peak memory, the tasks done and how
   many answers admitting a hostile peer (``welcome`` or ``task``) came back.
 - :func:`clock_step_run`: a BaTS run whose ``time.time()`` jumps by ``step`` seconds two seconds in.
@@ -48,6 +49,8 @@ def _megabytes(_n: int) -> bytes:
 
 
 FLOODS = {"hellos": _hellos, "heartbeats": _heartbeats, "megabytes": _megabytes}
+# the 1 MiB flood's run: 4 peers for 8 s, then they leave while the bag goes on (its own baseline)
+BIG_FLOOD = {"peers": 4, "tasks": 40, "command": "sleep 0.5", "flood_for_s": 8.0}
 # the early-hello flood needs an acquisition in flight while the real workers start
 _CLUSTER = ('[clusters.slow]\nprovisioner = "flaky"\nfail_rate = 0\nacquire_delay = "3s"\n'
             'call_timeout = "60s"\nmax = 2\n')
