@@ -134,7 +134,22 @@ def add_analysis(report: dict[str, Any], chosen_at: float | None, end: float | N
 def _master_usage() -> dict[str, float]:
     """The master process's own CPU time and peak memory, for operators and ``make bench``."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+    return {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mib": round((_peak_since_exec_kib() or usage.ru_maxrss) / 1024, 1)}
+
+
+def _peak_since_exec_kib() -> int | None:
+    """Linux's ``VmHWM``: the peak resident memory of this program. ``ru_maxrss`` also keeps the
+    peak of the process it was started from (Linux carries it across ``exec``), so a master started
+    by a large process (a benchmark, an IDE) reported that process's size. None elsewhere."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def write_report(report: dict[str, Any], path: str | os.PathLike[str]) -> None:
