@@ -64,7 +64,6 @@ from ..core.offers.compose import Offer
 from ..core.view import OFFERING
 from ..driver import Driver, carries_out
 from ..state.bag import Bag
-from ..state.events import EventLog
 from ..state.journal import Journal, JournalError
 from .fleet import Fleet
 from .peer import Peer
@@ -118,10 +117,8 @@ class Server(Driver):
         chooser: Chooser | None = None,
         secure: bool = False,
         keep_machines: bool = False,
-        events: EventLog | None = None,
     ) -> None:
         self.core = core
-        self.events = events  # every event fed to the core and its answer, for bats-sim --replay
         self.bag = bag
         self.config = config
         self.journal = journal
@@ -254,10 +251,7 @@ class Server(Driver):
     def _feed(self, event: c.Event) -> None:
         """Hand an event to the core and carry out its actions at once (an action may feed more
         events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
-        actions = self.handle(event)  # the base driver times the planning step
-        if self.events is not None:
-            self.events.record(event, actions)
-        self.carry_out(actions)
+        self.carry_out(self.handle(event))  # the base driver times the planning step
 
     # ------------------------------------------------------------ frames in
     def _drop(self, peer: str, reason: str) -> None:
@@ -650,8 +644,6 @@ class Server(Driver):
     def _flush_journal(self) -> bool:
         """Commit the journal; if it cannot be written (disk full), stop the run cleanly: results
         not committed stay in memory, and their tasks simply run again after ``--resume``."""
-        if self.events is not None:
-            self.events.flush()
         try:
             self.journal.flush()
             return True

@@ -228,9 +228,10 @@ class Execution:
         """Whether the release plan keeps ``machine_id`` (its next ATU reserved).
 
         Building the plan walks every machine, and a pool of a thousand machines hands out tasks at
-        thousands of distinct moments, so one plan serves the hand-outs of ``TIGHT_PLAN_REUSE_S``. A
-        stale answer is safe: it only marks a machine early, or leaves the decision to the ceiling
-        check, which always plans afresh. While the money is plentiful the plan serves until the
+        thousands of distinct moments, so one plan serves the hand-outs of ``TIGHT_PLAN_REUSE_S``,
+        but never past the moment a kept machine begins the ATU the plan reserved for it: a plan
+        kept from before that edge said "renewed" for an ATU no longer reserved, and the task it let
+        through was cut off by the ceiling (a 6 s ATU run ended 2 tasks short). While the money is plentiful the plan serves until the
         next ceiling check: when it kept every machine with money to spare for each to begin an ATU
         at every edge it may pass before then (each such ATU leaves the reservation as it was and
         the spare one ATU less), a fresh plan would say the same. A change in the machines, the
@@ -241,7 +242,11 @@ class Execution:
         if cache is not None and cache[0] == key and cache[1] <= now <= cache[2]:
             return machine_id in cache[3]
         plan = self._release_plan(now)
-        until = now + min(TIGHT_PLAN_REUSE_S, self.ceiling_s)
+        # no longer than a kept machine's reservation lasts: its next ATU (or, checked periodically,
+        # those until the next check) is reserved, and once it begins that ATU the one after is not
+        covered = min((max(self.edge(m, now), now + self._horizons[m.cluster]) for m in self.core.live_machines()
+                       if m.release_at is None), default=math.inf)
+        until = min(now + min(TIGHT_PLAN_REUSE_S, self.ceiling_s), covered)
         check = math.inf
         if not plan.release:
             # the next check: periodic, or (edge-checked clusters only) at a machine's edge less the margin
@@ -282,6 +287,12 @@ class Execution:
     def _reserved_for_requested(self) -> float:
         """The reservations of the machines asked for and not acquired yet."""
         return sum(n * self.reserve_new(name) for name, n in self.core._requested.items() if n)
+
+    def unworked_s(self, name: str) -> float:
+        """Paid seconds at the end of a machine's time that it runs no task in: it is let go the
+        release margin before its edge, and where the ceiling is checked periodically (per-second
+        billing) its last check must still find that margin and the time to the next check paid."""
+        return self.settings.release_margin_s + self._horizons[name]
 
     def edge(self, m: c.Machine, now: float) -> float:
         """When the machine's current ATU ends (absolute time)."""
@@ -579,8 +590,9 @@ class Execution:
             added = max(0, n - len(self.core.live_machines(name)) - self.core._requested[name])
             if added:
                 billing = self.billings[name]
-                longer = billing.atus_paid(planned.makespan_s + boots[name] + upper.get(name, 0.0))
-                extra += added * billing.price * max(0, longer - billing.atus_paid(planned.makespan_s))
+                paid = planned.makespan_s + planner.cluster(name).overhead_s  # boot included
+                longer = billing.atus_paid(paid + upper.get(name, 0.0))
+                extra += added * billing.price * max(0, longer - billing.atus_paid(paid))
         return planned.cost + extra
 
     def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:

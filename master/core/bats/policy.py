@@ -105,6 +105,7 @@ __all__ = [
 ]
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
+NOTHING_LEFT = "nothing left to run: billed by the second, it would pay for waiting"
 
 
 
@@ -114,6 +115,8 @@ class BatsCore(c.Core):
     :attr:`execution` (the money, the plan and its checks) and :attr:`endgame` (the end of the bag)."""
 
     name = "bats"
+    # billed by the second, an idle machine with nothing to take is let go at once (see _next_task)
+    lets_idle_go_per_second = True
 
     def view(self) -> CoreView:
         return CoreView(policy=self.name, phase=self.phase, options=self.options, tasks_at_plan=self.tasks_at_plan,
@@ -264,7 +267,13 @@ class BatsCore(c.Core):
             if task is not None and self.sample.still_wanted():
                 self.sample.running.add(task)
             return task
-        return self._take(machine)
+        task = self._take(machine)
+        if task is None and self.phase == EXECUTING and not machine.held and machine.release_at is None \
+                and self.lets_idle_go_per_second and self.execution.billings[machine.cluster].is_fine():
+            # billed by the second, an idle machine pays for every second it waits: with nothing
+            # it can take now, it goes (the ceiling acquires again if a task comes back)
+            self._extra.extend(self.execution.mark(machine, self._now, NOTHING_LEFT))
+        return task
 
     def _take(self, machine: c.Machine) -> int | None:
         """The bag's next task for ``machine``; in the execution, the end game's say first."""
@@ -389,7 +398,8 @@ class BatsCore(c.Core):
             mean = max(MIN_MEAN_S, means[name] if means is not None else self._stats(name, self._now).mean_s)
             available = name in self._active and not (cl.bid is not None and self.prices[name] > cl.bid)
             plans.append(ClusterPlan(name, mean, self.prices[name], cl.atu_s, cl.max if available else 0,
-                                     cl.min_charge_s, self.cluster_slots[name], boots.get(name, 0.0)))
+                                     cl.min_charge_s, self.cluster_slots[name], boots.get(name, 0.0),
+                                     self.execution.unworked_s(name)))
         return Planner(plans, max(1, n_tasks), self.max_machines)
 
     def _plan_options(self, planner: Planner) -> list[Option]:
@@ -415,6 +425,8 @@ class BatsCore(c.Core):
         left: dict[str, list[float]] = {}
         for m in self.live_machines():
             until = m.release_at if m.release_at is not None else self.execution.edge(m, now) - self.settings.release_margin_s
+            if until <= now + 1e-9 and self.phase != EXECUTING:
+                continue  # let go in this very event (its edge is within the margin): no option keeps it
             left.setdefault(m.cluster, []).append(max(0.0, until - now))
         return left
 

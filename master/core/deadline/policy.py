@@ -88,6 +88,7 @@ class DeadlineCore(BatsCore):
     """Sampling, then seed 004's cheapest plan for a deadline; see the module docstring."""
 
     name = "deadline"
+    lets_idle_go_per_second = False  # the plan decides when each slot ends
 
     def view(self) -> CoreView:
         return dataclasses.replace(super().view(), deadline_s=self.deadline.deadline_s, plan=self.plan)

@@ -1,5 +1,5 @@
 """One cluster as the planners see it: its mean task runtime, price, ATU, machine limit, slots and
-boot time (seed 000 "BaTS", §2.3's knapsack items; seed 003's instance types).
+boot and release times (seed 000 "BaTS", §2.3's knapsack items; seed 003's instance types).
 
 Plain data with the billing rule (:mod:`..billing`), apart from the planner so that the modules the
 planner uses (:mod:`.frontier`) can name it without importing the planner back.
@@ -27,6 +27,12 @@ class ClusterPlan:
     min_charge_s: float = 0.0
     slots: int = 1  # k_i: tasks a machine runs at once; its speed is k_i / T_i
     boot_s: float = 0.0  # seconds a new machine is billed before it runs a task
+    release_s: float = 0.0  # seconds at the end of its paid time a machine cannot use (a release's delay)
+
+    @property
+    def overhead_s(self) -> float:
+        """Paid seconds a new machine runs no task in: its boot, then the time its release takes."""
+        return self.boot_s + self.release_s
 
     @property
     def speed(self) -> float:
@@ -34,9 +40,9 @@ class ClusterPlan:
         return self.slots / self.mean_s
 
     def tasks_in(self, seconds: float) -> int:
-        """Whole tasks a new machine finishes in ``seconds`` of paid time, its boot first:
-        k_i floor((t - boot) / T_i), each slot its own."""
-        return self.slots * billing.whole(seconds - self.boot_s, self.mean_s)
+        """Whole tasks a new machine finishes in ``seconds`` of paid time, its boot first and its
+        release last: k_i floor((t - boot - release) / T_i), each slot its own."""
+        return self.slots * billing.whole(seconds - self.overhead_s, self.mean_s)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.mean_s) and self.mean_s > 0):
@@ -53,6 +59,8 @@ class ClusterPlan:
             raise ValueError(f"cluster {self.name!r}: slots must be an integer >= 1, got {self.slots!r}")
         if not (math.isfinite(self.boot_s) and self.boot_s >= 0):
             raise ValueError(f"cluster {self.name!r}: boot time must be >= 0 seconds, got {self.boot_s!r}")
+        if not (math.isfinite(self.release_s) and self.release_s >= 0):
+            raise ValueError(f"cluster {self.name!r}: release time must be >= 0 seconds, got {self.release_s!r}")
 
     @classmethod
     def from_config(cls, config: Any, mean_s: float, max_machines: int | None = None,

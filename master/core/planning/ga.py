@@ -153,6 +153,7 @@ class _Model:
         self.price = np.array([float(c.price) for c in clusters])
         self.atu = np.array([c.atu_s for c in clusters])
         self.min_charge = np.array([c.min_charge_s for c in clusters])
+        self.overhead = np.array([c.overhead_s for c in clusters])  # paid seconds a new machine runs nothing
         cap = n_tasks if max_machines is None else min(n_tasks, max_machines)
         self.limits = np.array([min(c.max, cap, -(-n_tasks // c.slots)) for c in clusters], dtype=np.int64)
         self.max_machines = max_machines
@@ -162,7 +163,7 @@ class _Model:
     def evaluate(self, pop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         speed = pop @ self.speed
         makespan = self.n_tasks / speed
-        units = billing.atus_begun_array(makespan[:, None], self.atu, self.min_charge)
+        units = billing.atus_begun_array(makespan[:, None] + self.overhead, self.atu, self.min_charge)
         cost = (pop * self.price * units).sum(axis=1)
         return makespan, cost
 

@@ -191,6 +191,10 @@ class Planner:
         self._top = list(self._limits)  # "every machine in use"; under a binding cap set when built
         self._built = False  # the candidates are built on the first question that needs them
 
+    def cluster(self, name: str) -> ClusterPlan:
+        """The cluster called ``name``."""
+        return self.clusters[self._index[name]]
+
     # ---------------------------------------------------------------- money units
     def money(self, units: int | Fraction) -> float:
         """Units -> currency."""
@@ -222,7 +226,7 @@ class Planner:
         if speed <= 0:
             raise ValueError("a configuration needs at least one machine")
         makespan = self.n_tasks / speed
-        atus = [c.units(makespan) if a else 0 for a, c in zip(config, self.clusters)]
+        atus = [c.units(makespan + c.overhead_s) if a else 0 for a, c in zip(config, self.clusters)]
         cost = sum(a * w * u for a, w, u in zip(config, self._units, atus))
         return makespan, atus, cost
 
@@ -263,7 +267,7 @@ class Planner:
             for i, (a, u, w, c) in enumerate(zip(config, atus, self._units, self.clusters)):
                 if a:
                     n_k = c.tasks_in(u * c.atu_s) // c.slots
-                    needed = c.units(c.boot_s + (n_k + extra_tasks) * c.mean_s) - u
+                    needed = c.units(c.overhead_s + (n_k + extra_tasks) * c.mean_s) - u
                     needed = max(added[i] + (extra_tasks == 1), needed)
                     extensions.append((w * (needed - added[i]), a * c.slots, i, needed))
             extensions.sort(key=lambda extension: extension[0])
@@ -281,9 +285,9 @@ class Planner:
         if self._built:
             return
         n = len(self.clusters)
-        groups: dict[tuple[float, float], list[int]] = {}
+        groups: dict[tuple[float, float, float], list[int]] = {}
         for i, c in enumerate(self.clusters):
-            groups.setdefault((c.atu_s, c.min_charge_s), []).append(i)
+            groups.setdefault(_billing_group(c), []).append(i)
         self._groups = list(groups)
         if self._cap is not None:
             weights, speed, config = self._capped_candidates(list(groups.values()))
@@ -303,13 +307,13 @@ class Planner:
                 speed = speed[left] + s[right]
                 config = config[left] + cfg[right]
         keep = speed > 0
-        self._group_of = [self._groups.index((c.atu_s, c.min_charge_s)) for c in self.clusters]
+        self._group_of = [self._groups.index(_billing_group(c)) for c in self.clusters]
         self._speed = speed[keep]
         self._machines = config[keep]
         makespan = self.n_tasks / self._speed
         units = np.zeros((len(self._speed), len(self._groups)), dtype=np.int64)
-        for g, (atu, min_charge) in enumerate(self._groups):
-            units[:, g] = billing.units_array(makespan, atu, min_charge)
+        for g, (atu, min_charge, overhead) in enumerate(self._groups):
+            units[:, g] = billing.units_array(makespan + overhead, atu, min_charge)
         weights = weights[keep]
         bound = int(weights.max(initial=0)) * int(units.max(initial=0)) * len(self._groups)
         if bound < _INT_LIMIT:
@@ -528,7 +532,7 @@ class Planner:
         mean = np.array([c.mean_s for c in self.clusters])
         slots = np.array([c.slots for c in self.clusters], dtype=np.int64)
         atu = np.array([c.atu_s for c in self.clusters])
-        boot = np.array([c.boot_s for c in self.clusters])
+        boot = np.array([c.overhead_s for c in self.clusters])
         done = (billing.whole_array(atus * atu - boot, mean).astype(np.int64) * slots * machines).sum(axis=1)
         makespan = self._makespan[rows]
         longest = np.where(in_use, atu, 0.0).max(axis=1)
@@ -590,6 +594,11 @@ class Planner:
                                  rounding="b" if cushion else "", pareto=True)
         ordered = sorted(merged.values(), key=lambda o: (o.cost, o.makespan_s))
         return [replace(option, id=i) for i, option in enumerate(ordered, start=1)]
+
+
+def _billing_group(c: ClusterPlan) -> tuple[float, float, float]:
+    """Clusters billed alike for any makespan: the same ATU, minimum charge and unworked paid time."""
+    return (c.atu_s, c.min_charge_s, c.overhead_s)
 
 
 def _money_units(prices: Sequence[float]) -> tuple[int, int, list[int]]:
