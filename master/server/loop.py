@@ -68,7 +68,7 @@ from ..state.journal import Journal, JournalError
 from .fleet import Fleet
 from .peer import Peer
 from .records import PlanRecords
-from .security import MasterKeys, PreHelloBudget, overdue, return_freed_buffers, secure_router
+from .security import MasterKeys, PreHelloBudget, overdue, secure_router
 
 log = logging.getLogger(__name__)
 progress = logging.getLogger("bats.progress")
@@ -599,6 +599,7 @@ class Server(Driver):
     def _housekeeping(self, mono: float, timers: dict[str, float]) -> None:
         master = self.config.master
         self.fleet.collect_calls()
+        self._pre_hello.give_back(mono)
         now = clock.now()
         for peer in list(self.peers.values()):
             silent = mono - peer.last_seen
@@ -687,7 +688,6 @@ def bind_router(endpoint: str, keys: MasterKeys | None = None
     sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES + 1024)  # larger frames drop the peer, not us
     sock.setsockopt(zmq.SNDHWM, PEER_HWM)
     sock.setsockopt(zmq.RCVHWM, PEER_RCVHWM)
-    return_freed_buffers()
     try:
         sock.bind(endpoint)
     except zmq.ZMQError:

@@ -24,8 +24,9 @@ Before its hello admits it, a connection may send little (:class:`PreHelloBudget
 most ``PRE_HELLO_FRAME_BYTES`` (a hello is well under a KiB), ``PRE_HELLO_BURST`` of them at once and
 then ``PRE_HELLO_RATE`` a second; the rest is dropped unread. libzmq holds at most ``PEER_RCVHWM``
 frames per connection that the master has not read yet (:mod:`.loop`), so a connection that floods
-1 MiB frames costs the master a few dozen MiB at most while it stays, and
-:func:`return_freed_buffers` makes sure large buffers go back to the system once it leaves.
+1 MiB frames costs the master a few dozen MiB at most while it stays, and once frames have been
+refused the budget gives freed memory back to the system (:meth:`PreHelloBudget.give_back`, at most
+every ``GIVE_BACK_S``): glibc keeps what a flood freed otherwise.
 
 An admitted machine is trusted with tasks, not with the bag: ``slots = "auto"`` gives it at most the
 cluster's ``max_slots`` whatever CPUs it claims, and with ``--task-timeout`` a machine that holds a task
@@ -61,8 +62,7 @@ PRE_HELLO_FRAME_BYTES = 16 * 1024  # a hello, even with a few asks packed behind
 PRE_HELLO_BURST = 8  # frames a connection may send before its hello admits it, all at once
 PRE_HELLO_RATE = 1.0  # and then per second (a worker whose seat is not open yet says hello again)
 PRE_HELLO_REMEMBERED = 4096  # connections whose budget is kept; the oldest are forgotten
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-MAPPED_BUFFER_BYTES = 512 * 1024
+GIVE_BACK_S = 5.0  # how often, at most, freed memory is given back after frames were refused
 
 
 class KeyFileError(RuntimeError):
@@ -164,9 +164,12 @@ class PreHelloBudget:
 
     def __init__(self) -> None:
         self._left: dict[bytes, tuple[float, float]] = {}  # identity -> (frames left, when counted)
+        self.refused = 0  # frames refused since memory was last given back
+        self._given_back_at = 0.0
 
     def spend(self, identity: bytes, size: int, now: float) -> str | None:
         if size > PRE_HELLO_FRAME_BYTES:
+            self.refused += 1
             return f"frame of {size} bytes before hello (at most {PRE_HELLO_FRAME_BYTES})"
         left, at = self._left.get(identity, (float(PRE_HELLO_BURST), now))
         left = min(float(PRE_HELLO_BURST), left + (now - at) * PRE_HELLO_RATE)
@@ -175,6 +178,7 @@ class PreHelloBudget:
                 del self._left[old]
         if left < 1.0:
             self._left[identity] = (left, now)
+            self.refused += 1
             return f"more than {PRE_HELLO_BURST} frames before hello"
         self._left[identity] = (left - 1.0, now)
         return None
@@ -184,15 +188,18 @@ class PreHelloBudget:
         self._left.pop(identity, None)
 
 
-def return_freed_buffers() -> None:
-    """Make glibc map buffers of ``MAPPED_BUFFER_BYTES`` and more on their own, so each goes back to
-    the system when freed: by default the threshold grows with the buffers freed, and a flood of
-    1 MiB frames would leave the master's heap at its peak after the flood has gone. Elsewhere
-    (another C library) nothing is done."""
-    try:
-        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MAPPED_BUFFER_BYTES)
-    except (OSError, AttributeError):
-        pass
+    def give_back(self, now: float) -> None:
+        """After frames were refused, at most every ``GIVE_BACK_S``: hand the memory the flood left
+        free back to the system (glibc's ``malloc_trim``; elsewhere nothing is done). Called from
+        the loop's housekeeping, never per frame."""
+        if not self.refused or now - self._given_back_at < GIVE_BACK_S:
+            return
+        self.refused = 0
+        self._given_back_at = now
+        try:
+            ctypes.CDLL(None).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
 
 
 class _Holder(Protocol):
