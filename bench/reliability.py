@@ -211,6 +211,9 @@ ROUND_TWO = [
     "load, naming file and line | `tests/common/test_cluster_names.py` |",
     "| a web page whose name resolves to 127.0.0.1 (DNS rebinding) reading `--dashboard` | answered | 403 unless "
     "`Host` is a loopback name | `tests/views/test_dashboard_host.py` |",
+    "| a wall-clock step of an hour between a `kill -9` and `--resume` | report makespan 3,605 s for 5 s of "
+    "work (+1 h), or 0.0 (-1 h) | the resumed master continues the run's clock (same boot: the monotonic clock "
+    "ran on), logs the step, and reports the real makespan | `tests/common/test_clock.py` |",
     "| the journal's WAL deleted after a `kill -9` | 74 finished tasks ran again, silently | `--resume` refused, "
     "naming how many results are missing | `tests/state/test_hostile_state_dir.py` |",
     "",

@@ -159,6 +159,10 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
             _lock(state_dir)  # before reading anything: a live master's run is not resumed twice
         journal = Journal.open(state_dir)
         try:
+            moved = clock.continue_from(journal.meta.get("clock"))  # before anything of this session is stamped
+            if moved is not None and abs(moved) > 1.0:
+                log.warning("the wall clock moved %+.0f s against the run's since it started; the run keeps its "
+                            "own clock", -moved)
             lost = journal.lost_results()
             if lost:
                 raise UsageError(
@@ -225,7 +229,7 @@ def _prepare(args: argparse.Namespace, bind: Callable[[Config, Any], Any]):
     meta = {"bag_path": os.path.abspath(args.bag), "bag_sha256": bag.sha256, "tasks": len(bag),
             "config_path": os.path.abspath(args.config) if args.config else None,
             "config_sha256": _sha256(Path(args.config)) if args.config else None,
-            "settings": settings, "started_at": clock.now(), "version": __version__}
+            "settings": settings, "started_at": clock.now(), "clock": clock.mark(), "version": __version__}
     # The copies go first: once the journal exists, --resume relies on them.
     try:
         _write_private(bag_copy, b"\n".join(bag.lines) + b"\n")

@@ -28,3 +28,45 @@ def test_a_wall_clock_step_during_a_run_changes_neither_bill_nor_edges(tmp_path,
     assert run["done"] == run["tasks"]
     assert run["cost"] is not None and run["cost"] <= run["budget"]
     assert 0 < run["max_uptime_s"] < 600  # no machine's uptime holds the hour the wall clock jumped
+
+
+# the resumed master's time.time() is stepped by STEP from its start (an NTP step, or `date -s`,
+# between a crash and the --resume)
+_STEPPED_FROM_START = """
+import runpy, sys, time
+real, step = time.time, float(sys.argv.pop(1))
+time.time = lambda: real() + step
+sys.argv[0] = "bats-master"
+runpy.run_module("bats.master.cli", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("step", [3600.0, -3600.0])
+def test_a_wall_clock_step_between_a_crash_and_resume_leaves_the_makespan_alone(tmp_path, step):
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from helpers.runs import MASTER, wait_for, write_bag
+
+    bag = write_bag(tmp_path / "tasks.txt", ["sleep 0.2"] * 30)
+    state = tmp_path / "run"
+    started = time.monotonic()
+    master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--state-dir", str(state), "--workers", "2"],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mark = state / "journal.sqlite-mark"
+    try:
+        wait_for(lambda: mark.exists() and int(mark.read_text()) >= 5, 60, "a few results")
+    finally:
+        master.send_signal(signal.SIGKILL)
+        master.wait()
+    resumed = subprocess.run([sys.executable, "-c", _STEPPED_FROM_START, str(step), "--quiet", "--resume",
+                              "--state-dir", str(state)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - started
+    assert resumed.returncode == 0, resumed.stderr
+    assert "the wall clock moved" in resumed.stderr
+    report = json.loads((state / "report.json").read_text())
+    assert report["tasks"]["done"] == 30
+    assert 1.0 < report["makespan_s"] <= elapsed + 1.0, (report["makespan_s"], elapsed)
