@@ -138,7 +138,7 @@ class LocalProvisioner(Provisioner):
         handles = []
         log_dir = self.bootstrap.log_dir
         if log_dir:
-            Path(log_dir).mkdir(parents=True, exist_ok=True)
+            Path(log_dir).mkdir(mode=0o700, parents=True, exist_ok=True)  # the state dir's: the operator's alone
         if self.bootstrap.files is not None:
             self._ship_inputs()
         failed: list[str] = []

@@ -87,7 +87,7 @@ class ManualProvisioner(Provisioner):
         """The cluster's join token: read from ``path``, or made and written there (0600)."""
         if path.exists():
             return path.read_text().strip()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         token = secrets.token_urlsafe(24)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:

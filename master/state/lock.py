@@ -50,9 +50,8 @@ def _check_entry(path: Path, uid: int, directory: bool = False) -> os.stat_resul
     if st.st_uid != uid:
         raise UnsafeStateDir(f"{path}: belongs to another user (uid {st.st_uid}); everything in a state dir "
                              "must be yours (choose another --state-dir)")
-    if directory and (not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o022):
-        raise UnsafeStateDir(f"{path}: not a directory only you can write (mode {stat.S_IMODE(st.st_mode):o}); "
-                             "chmod 700 it, or choose another --state-dir")
+    if directory and not stat.S_ISDIR(st.st_mode):
+        raise UnsafeStateDir(f"{path}: not a directory")
     return st
 
 
@@ -78,13 +77,17 @@ def check_state_dir(state_dir: str | os.PathLike[str]) -> None:
     if st.st_mode & 0o022:
         raise UnsafeStateDir(f"{path}: writable by other users (mode {stat.S_IMODE(st.st_mode):o}); anything "
                              "in it could be swapped under the master: chmod 700 it, or choose another --state-dir")
-    for name in STATE_NAMES:
-        if _check_entry(path / name, uid, directory=name in ("logs", "join")) is not None and name in ("logs", "join"):
-            with os.scandir(path / name) as entries:
-                for entry in entries:
-                    _check_entry(Path(entry.path), uid)
     if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(path, 0o700)
+        os.chmod(path, 0o700)  # first: from here on nobody else reaches what is in it
+    for name in STATE_NAMES:
+        folder = name in ("logs", "join")
+        entry = _check_entry(path / name, uid, directory=folder)
+        if entry is not None and folder:
+            with os.scandir(path / name) as entries:
+                for inner in entries:
+                    _check_entry(Path(inner.path), uid)
+            if stat.S_IMODE(entry.st_mode) != 0o700:  # ours, made under a loose umask: private now
+                os.chmod(path / name, 0o700)
 
 
 def lock_state_dir(state_dir: str | os.PathLike[str]) -> None:

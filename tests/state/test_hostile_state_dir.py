@@ -107,3 +107,20 @@ def test_a_deleted_wal_is_found_on_resume_not_run_again_silently(tmp_path):
     again = run_master(["--resume", "--state-dir", str(state)], tmp_path)
     assert again.returncode == 0, again.stderr
     assert sorted(r["id"] for r in results(state)) == list(range(1, 41))
+
+
+def test_the_operators_own_folders_made_under_a_loose_umask_are_made_private(tmp_path):
+    from bats.master.state.lock import check_state_dir
+
+    state = tmp_path / "run"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)  # readable by others, as an older version left it: fine, made private
+    (state / "logs").mkdir()
+    (state / "logs").chmod(0o775)  # umask 002
+    (state / "logs" / "local-s1-1.log").write_text("")
+    check_state_dir(state)
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((state / "logs").stat().st_mode) == 0o700
+    (state / "logs" / "planted").symlink_to(tmp_path)
+    with pytest.raises(Exception, match="symbolic link"):
+        check_state_dir(state)
