@@ -52,7 +52,10 @@ def earlier(meta: Mapping[str, Any], machines: Sequence[Mapping[str, Any]], sess
     plan = meta.get("run_plan")
     if not isinstance(plan, dict) or int(plan.get("session", session)) >= session:
         return Earlier(spent, spent, None)  # no plan was executed before: all of it was sampling
-    return Earlier(spent, min(float(plan.get("sampling_cost") or 0.0), spent), plan)
+    # the plan's own sampling, and all that sessions before the plan's paid: no plan ran then (a run
+    # resumed after --plan-only plans from their sample)
+    before_plan = sum(float(row["cost"]) for row in machines if row["session"] < int(plan.get("session", session)))
+    return Earlier(spent, min(float(plan.get("sampling_cost") or 0.0) + before_plan, spent), plan)
 
 
 def run_plan_record(view: Any, session: int, record: Mapping[str, Any]) -> dict[str, Any]:

@@ -63,3 +63,7 @@ def test_a_run_resumed_after_plan_only_runs_the_row_its_id_named(tmp_path: Path)
     assert chosen["id"] == pick
     assert (str(chosen["machines"]["slow"]), str(chosen["machines"]["fast"])) == first[pick]
     assert {o["id"] for o in report["options"]} <= set(first) | set(second)
+    # the sampling was the first session's, planned from again: paid once, reported as the sampling
+    first_session = sum(m["cost"] for m in report["machines"] if m["session"] == 1)
+    assert report["cost"]["sampling"] == first_session
+    assert report["cost"]["execution"] == sum(m["cost"] for m in report["machines"] if m["session"] == 2)
