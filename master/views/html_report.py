@@ -165,7 +165,7 @@ def render(report: dict[str, Any], journal: Journal) -> str:
         machines = ", ".join(f"{n} x {name}" for name, n in selected["machines"].items() if n)
         summary_rows.append(["plan", f"option {selected['id']} ({selected['label']}): {machines}"])
     sections = [f"<h2>Summary</h2>{_table(['', ''], summary_rows, 'summary')}"]
-    if pva and report["status"] != "done":
+    if pva and report["status"] == "incomplete":
         sections.append(f"<h2>Predicted against actual</h2><p>not compared: the run stopped with {tasks['not_run']} "
                         "task(s) not run</p>")
     elif pva:

@@ -206,7 +206,7 @@ def _predicted_lines(report: dict[str, Any]) -> list[str]:
     pva = (report.get("predicted_vs_actual") or {}).get("execution")
     if not pva:
         return []
-    if report.get("status") != "done":  # a stopped run did not take the plan's time or money: no comparison
+    if report.get("status") == "incomplete":  # a stopped run did not take the plan's time or money: no comparison
         return [f"  predicted {format_duration(pva['makespan_s']['predicted'])} for "
                 f"{pva['cost']['predicted']:.4f} (execution phase); not compared: the run stopped with "
                 f"{report['tasks'].get('not_run', 0)} task(s) not run"]
