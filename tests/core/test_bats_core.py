@@ -131,8 +131,11 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
     # a1 can still run a 10 s task before t=90, so it gets one
     (dispatch,) = [a for a in actions if isinstance(a, c.Dispatch)]
     assert actions == [c.WakeAt(90.0)] * 4 + [offer, dispatch] and dispatch.machine == "a1"
-    assert [(o.id, o.label, o.machines, o.cost) for o in (options[0], options[-1])] == [
-        (1, "cheapest", {"a": 2, "b": 0}, 2.0), (8, "fastest", {"a": 3, "b": 3}, 9.0)]
+    # each option costs what it is billed from now: `cheapest` ends by t=70, inside the time its
+    # two a machines have paid (its planner figure, $2, stays its budget), and `fastest` pays only
+    # the first ATU of the two machines it adds (a3, $1, and b3, $2)
+    assert [(o.id, o.label, o.machines, o.cost, o.budget) for o in (options[0], options[-1])] == [
+        (1, "cheapest", {"a": 2, "b": 0}, 0.0, 2.0), (8, "fastest", {"a": 3, "b": 3}, 3.0, 9.0)]
     assert core.phase == b.OFFERING and core.sampling_cost == 2 * 1.0 + 2 * 2.0
     assert {m.id: (m.release_at, m.release_reason) for m in core.live_machines()} == {
         m: (90.0, DONE_SAMPLING) for m in ("a1", "a2", "b1", "b2")}
@@ -259,9 +262,11 @@ def test_choose_names_an_option():
     assert core.choose("cheapest") == core.options[0] and core.choose(" Cheapest ").label == "cheapest"
     assert core.choose("fastest") == core.options[-1]
     assert core.choose("3") == core.options[2] and core.choose("3").machines == {"a": 2, "b": 1}
-    within = core.choose("$25")  # the fastest configuration within $25 is every machine, for $9
+    # the fastest configuration within $25 is every machine, $9 by the planner, of which it is billed
+    # only the new a3 and b3's first ATUs ($3): the sampling machines' paid time does the rest
+    within = core.choose("$25")
     assert (within.id, within.label, within.machines, within.cost, within.budget) == (
-        0, "budget", {"a": 3, "b": 3}, 9.0, 25.0)
+        0, "budget", {"a": 3, "b": 3}, 3.0, 25.0)
     assert core.choose("budget:4.5").machines == {"a": 2, "b": 1}  # 40 s for $4; 3 x a takes 53 s
 
 
@@ -272,7 +277,7 @@ def test_choose_names_an_option():
     ("$0", "'$0': a budget must be a positive amount"),
     ("$-3", "'$-3': a budget must be a positive amount"),
     ("$nan", "'$nan': a budget must be a positive amount"),
-    ("$1", "a budget of 1 pays for no configuration (the cheapest costs 2)"),
+    ("$1", "a budget of 1 pays for no configuration (the cheapest needs 2)"),
 ])
 def test_choose_errors(spec, message):
     d, _event, _actions = sampled()
@@ -533,7 +538,7 @@ def test_a_sampling_machine_left_idle_while_marked_gets_tasks_when_the_plan_keep
     assert option.machines == {"a": 1} and option.cost == 3.0
     actions = d.feed(ScheduleChosen(event.now, option))
     (dispatch,) = [a for a in actions if isinstance(a, c.Dispatch)]
-    assert actions == [c.Notify("executing option 1 (fastest-20%): 1 x a, budget 3.2"), dispatch,
+    assert actions == [c.Notify("executing option 1 (cheapest): 1 x a, budget 3"), dispatch,
                        c.WakeAt(90.0)]  # the budget ceiling decides a1's next ATU at its edge less the margin
     assert dispatch.machine == "a1" and core.machines["a1"].release_at is None
 

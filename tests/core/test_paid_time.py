@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bats.master.core.planning.paid_time import makespan_of, whole_tasks_makespan, with_machines_up
+from bats.master.core.planning.paid_time import cost_from_now, makespan_of, whole_tasks_makespan, with_machines_up
 from bats.master.core.planning.planner import ClusterPlan, Option, Planner
 
 CLUSTERS = [ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)]
@@ -50,7 +50,10 @@ def test_an_option_keeps_the_machines_with_the_most_paid_time_and_counts_whole_t
     # a keeps its two machines (60 s and 45 s left), b lets both go: 22 s is 4 whole 5 s tasks, 3 s none
     credited = with_machines_up(cheapest, CLUSTERS, 16, {"a": [45.0, 60.0], "b": [22.0, 3.0]}, {})
     assert credited.makespan_s == pytest.approx(20.0 + 8 / 0.2)  # 0.2 + 0.2 task/s for 20 s, then 0.2
-    assert (credited.cost, credited.budget, credited.machines) == (cheapest.cost, cheapest.budget, cheapest.machines)
+    # billed from now: the a machine with 45 s left begins one more ATU ($1), the other ends in the
+    # time it has paid; the budget stays the planner's ($2)
+    assert (credited.cost, credited.budget, credited.machines) == (1.0, cheapest.budget, cheapest.machines)
+    assert cost_from_now(cheapest, CLUSTERS, {"a": [45.0, 60.0], "b": [22.0, 3.0]}, 60.0) == 1.0
     assert with_machines_up(cheapest, CLUSTERS, 16, {"a": [45.0, 60.0]}, {"a": 30.0}) == cheapest  # as planned
 
 

@@ -499,8 +499,8 @@ class BatsCore(c.Core):
             option = with_machines_up(option, planner.clusters, planner.n_tasks, self._paid_left(self._now),
                                       self._boot_times(), self._longest())
         if option is None:
-            cheapest = min(o.cost for o in self.options)
-            raise ValueError(f"a budget of {budget:g} pays for no configuration (the cheapest costs {cheapest:g})")
+            cheapest = min(o.budget for o in self.options)
+            raise ValueError(f"a budget of {budget:g} pays for no configuration (the cheapest needs {cheapest:g})")
         return option
 
     def _on_price_changed(self, ev: c.PriceChanged) -> list[c.Action]:

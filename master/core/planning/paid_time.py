@@ -30,12 +30,15 @@ bound: the longest of the N tasks left is at least as long as the sample's, on t
 those clusters, started at once). With ten tasks per machine or more it rarely moves.
 
 Of a cluster's machines up, the option keeps those with the most paid time left (the execution
-keeps first the ones whose running task would be cut off, which are mostly those). Only the
-makespan changes: the configurations are the planner's, and the option's cost and budget stay
-the configuration's B_e (whole ATUs of T_e from the choice for every machine it keeps or adds).
-The kept machines' paid time is money the run then does not spend; a boot that makes an added
-machine begin one more ATU is not priced in, and the execution pays it within the budget like
-any other lateness. Pure: no I/O, no clock.
+keeps first the ones whose running task would be cut off, which are mostly those). The
+configurations are the planner's. The option's cost becomes what its machines are billed from
+now on (:func:`cost_from_now`): a kept machine only the ATUs it begins past the time it has
+paid, an added one every ATU from its acquisition (its boot within), each to the end of its
+release, until this makespan; the machines let go nothing more. Billed by the second after a
+minimum, the sampling machines' paid minute can do most of a small bag, and the planner's B_e
+(every machine paid from the choice for T_e) was then many times what the run spent. The
+option's budget, the ceiling the execution keeps to, stays the planner's: the difference is
+room for the estimate's error. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -97,24 +100,51 @@ def with_machines_up(option: Option, clusters: Sequence[ClusterPlan], n_tasks: i
     """``option`` with its makespan counting the machines up (``paid_left``: per cluster, the
     seconds each has left before it would be released), each cluster's boot time (``boot_s``)
     for the machines it adds and, when given, each cluster's longest sampled runtime
-    (``longest_s``); see the module docstring."""
+    (``longest_s``), and with its cost what it is billed from now on (see the module docstring)."""
+    makespan = _whole_makespan(option, clusters, n_tasks, paid_left, boot_s)
+    longest = max((c.atu_s for c in clusters if option.machines.get(c.name, 0)), default=0.0)
+    if longest_s:
+        used = [longest_s[c.name] for c in clusters if option.machines.get(c.name, 0) and c.name in longest_s]
+        if used and n_tasks > 0:
+            makespan = max(makespan, min(used))
+    if not math.isfinite(makespan):
+        return option
+    billed = cost_from_now(option, clusters, paid_left, makespan)
+    if billed < option.cost - _EPS * max(1.0, option.cost):  # the machines up work in time already paid
+        option = replace(option, cost=billed)  # the budget keeps the planner's figure: room for the error
+    if abs(makespan - option.makespan_s) <= _EPS * max(1.0, option.makespan_s):
+        return option
+    return replace(option, makespan_s=makespan, makespan_atu=max(1, billing.atus_spanning(makespan, longest)))
+
+
+def _whole_makespan(option: Option, clusters: Sequence[ClusterPlan], n_tasks: int,
+                    paid_left: Mapping[str, Sequence[float]], boot_s: Mapping[str, float]) -> float:
+    """The whole-task makespan of the option's machines, the machines up and the ones it lets go."""
     groups: list[tuple[int, float, float, float]] = []
-    longest = 0.0
     for c in clusters:
         a = option.machines.get(c.name, 0)
         lefts = sorted(paid_left.get(c.name, ()), reverse=True)
         kept = min(a, len(lefts))
         if a:
-            longest = max(longest, c.atu_s)
             groups.append((kept * c.slots, c.mean_s, 0.0, math.inf))
             groups.append(((a - kept) * c.slots, c.mean_s, max(0.0, boot_s.get(c.name, 0.0)), math.inf))
         # a machine let go is handed only tasks that end before its release
         groups.extend((c.slots, c.mean_s, 0.0, left) for left in lefts[a:])
-    makespan = whole_tasks_makespan(n_tasks, groups)
-    if longest_s:
-        used = [longest_s[c.name] for c in clusters if option.machines.get(c.name, 0) and c.name in longest_s]
-        if used and n_tasks > 0:
-            makespan = max(makespan, min(used))
-    if not math.isfinite(makespan) or abs(makespan - option.makespan_s) <= _EPS * max(1.0, option.makespan_s):
-        return option
-    return replace(option, makespan_s=makespan, makespan_atu=max(1, billing.atus_spanning(makespan, longest)))
+    return whole_tasks_makespan(n_tasks, groups)
+
+
+def cost_from_now(option: Option, clusters: Sequence[ClusterPlan], paid_left: Mapping[str, Sequence[float]],
+                  makespan_s: float) -> float:
+    """What the option's machines are billed from now until ``makespan_s``: a machine it keeps pays
+    the ATUs it begins past the time it has paid (``paid_left``), one it adds every ATU from its
+    acquisition (its boot within), and each is paid to the end of its release too; the machines
+    it lets go cost nothing more (their paid time was the sampling's)."""
+    total = 0.0
+    for c in clusters:
+        a = option.machines.get(c.name, 0)
+        if not a:
+            continue
+        kept = sorted(paid_left.get(c.name, ()), reverse=True)[:a]
+        total += c.price * sum(billing.atus_spanning(makespan_s + c.release_s - left, c.atu_s) for left in kept)
+        total += c.price * (a - len(kept)) * c.units(makespan_s + c.release_s)
+    return total

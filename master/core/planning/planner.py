@@ -436,7 +436,7 @@ class Planner:
         return None if units is None else self.money(units)
 
     def _min_budget_units(self) -> int | None:
-        costs = [w * c.units(self.n_tasks / c.speed)
+        costs = [w * c.units(self.n_tasks / c.speed + c.overhead_s)  # its boot and release paid too
                  for w, c, limit in zip(self._units, self.clusters, self._limits) if limit]
         return min(costs) if costs else None
 
