@@ -116,9 +116,7 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
     assert (event.now, event.machine, event.task) == (40.0, "a1", core.sample.order[6])
     # by t=40 the 7 replicated tasks and 7 others are done: the options are for the 16 left, planned
     # with T_a = 10 s and T_b = 5 s (every copy took exactly that; the regression is the ratio 0.5)
-    # (a machine is let go the 10 s margin before its edge: that paid time runs no task)
-    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3, release_s=10.0),
-                       ClusterPlan("b", 5.0, 2.0, 100.0, 3, release_s=10.0)], 16)
+    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 16)
     # ... and each option's makespan counts what the sampling machines it lets go still run in the
     # 50 s they have paid (until t=90): `cheapest`, 2 x a, lets b1 and b2 go, which run 10 tasks each
     # in that time, so with a1 and a2 the 16 tasks end by 30 s (6 whole a tasks and 12 b ones; 25 s
@@ -162,8 +160,8 @@ def test_the_options_wait_for_the_measured_boot_of_the_machines_they_add():
     d.until(lambda: core.phase != b.SAMPLING)
     assert (core._now, core.remaining, core._boot_times()) == (48.0, 16, {"a": 8.0, "b": 8.0})
     # the boot also comes out of the paid time in which dN counts a machine's whole tasks
-    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3, boot_s=8.0, release_s=10.0),
-                       ClusterPlan("b", 5.0, 2.0, 100.0, 3, boot_s=8.0, release_s=10.0)], 16)
+    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3, boot_s=8.0),
+                       ClusterPlan("b", 5.0, 2.0, 100.0, 3, boot_s=8.0)], 16)
     plain = next(o for o in planner.options() if o.label == "fastest")
     fastest = next(o for o in core.options if o.label == "fastest")
     paid = {"a": [42.0, 42.0], "b": [42.0, 42.0]}  # until t=90
@@ -182,13 +180,10 @@ def test_a_price_change_while_the_operator_chooses_re_plans_and_offers_again():
     core = d.core
     assert d.feed(c.PriceChanged(41.0, "b", 2.0)) == []  # the same price: nothing to do
     actions = d.feed(c.PriceChanged(42.0, "b", 0.5))
-    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3, release_s=10.0),
-                       ClusterPlan("b", 5.0, 0.5, 100.0, 3, release_s=10.0)], 16)
+    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3),
+                       ClusterPlan("b", 5.0, 0.5, 100.0, 3)], 16)
     paid = {"a": [48.0, 48.0], "b": [48.0, 48.0]}  # until t=90
     options = tuple(with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options())
-    # 1 x b at the upper bound of its mean, with the 10 s margin, passes its first ATU: its cushion
-    # pays one more (the estimate's error, with_estimate_cushion)
-    options = (dataclasses.replace(options[0], cushion=0.5), *options[1:])
     assert actions == [c.Notify("price of b 2 -> 0.5: the options were re-planned"),
                        c.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})]
     assert core.phase == b.OFFERING and core.options == list(options)
@@ -226,8 +221,8 @@ def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
     assert (offered.machines, round(offered.makespan_s)) == ({"a": 3, "b": 3}, 20)  # 6 a + 12 b tasks
     d.through(50.0)
     assert core.remaining == 7
-    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3, release_s=10.0),
-                       ClusterPlan("b", 5.0, 2.0, 100.0, 3, release_s=10.0)], 7)
+    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3),
+                       ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 7)
     paid = {"a": [40.0, 40.0], "b": [40.0, 40.0]}  # until t=90
     options = [with_machines_up(o, planner.clusters, 7, paid, {}) for o in planner.options()]
     fastest = next(o for o in options if o.label == "fastest")
@@ -532,13 +527,11 @@ def test_a_sampling_machine_left_idle_while_marked_gets_tasks_when_the_plan_keep
     event, actions = d.until(lambda: core.phase != b.SAMPLING)
     assert event.now == pytest.approx(85.5) and not [a for a in actions if isinstance(a, c.Dispatch)]
     assert core.machines["a1"].release_at == 90.0 and core.machines["a1"].held == []
-    # 21 tasks: 2 x a would each be paid 2 ATUs (the ~100 s of work and the 10 s margin pass one
-    # ATU), so one machine in 3 ATUs, $3, is the cheapest
-    option = core.choose("cheapest")
-    assert option.machines == {"a": 1} and option.cost == 3.0
+    option = core.choose("cheapest")  # 21 tasks: 2 x a in one ATU each, for $2
+    assert option.machines == {"a": 2} and option.budget == 2.0
     actions = d.feed(ScheduleChosen(event.now, option))
     (dispatch,) = [a for a in actions if isinstance(a, c.Dispatch)]
-    assert actions == [c.Notify("executing option 1 (cheapest): 1 x a, budget 3"), dispatch,
+    assert actions == [c.Notify("executing option 1 (cheapest): 2 x a, budget 2"), dispatch, c.Acquire("a", 1),
                        c.WakeAt(90.0)]  # the budget ceiling decides a1's next ATU at its edge less the margin
     assert dispatch.machine == "a1" and core.machines["a1"].release_at is None
 

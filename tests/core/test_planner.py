@@ -164,34 +164,47 @@ def test_a_new_machines_boot_comes_out_of_the_paid_time_in_which_dn_counts_its_t
     assert ClusterPlan("x", 100.0, 1.0, 600.0, 2, boot_s=60.0).tasks_in(600.0) == 5
     assert ClusterPlan("x", 100.0, 1.0, 600.0, 2, slots=2, boot_s=60.0).tasks_in(600.0) == 10
     assert ClusterPlan("x", 100.0, 1.0, 600.0, 2).tasks_in(600.0) == 6
-    # 12 tasks on 2 machines: T_e = 600 s of work after a 60 s boot, so each machine is paid two
-    # ATUs (the boot is priced): $4, not the $2 of one ATU each, and in 1,200 paid seconds both end
-    # their 6 tasks (dN <= 0, no cushion)
+    # 12 tasks on 2 machines: T_e = 600 s, one ATU each; with the boot 10 tasks fit, dN = 2, and
+    # each machine's 6th task needs one more ATU: a $2 cushion (case b)
     planner = Planner([ClusterPlan("x", 100.0, 1.0, 600.0, 2, boot_s=60.0)], 12)
-    assert planner.schedule_within(2.0) is None or sum(planner.schedule_within(2.0).machines.values()) < 2
-    option = planner.schedule_within(4.0)
-    assert (option.machines, option.cost, option.rounding, option.cushion) == ({"x": 2}, 4.0, "", 0.0)
-    assert option.delta_n <= 0
-    # a release that takes 30 s comes out of the paid time as the boot does
-    assert ClusterPlan("x", 100.0, 1.0, 600.0, 2, boot_s=60.0, release_s=30.0).tasks_in(600.0) == 5
-    assert ClusterPlan("x", 100.0, 1.0, 600.0, 2, boot_s=60.0, release_s=50.0).tasks_in(600.0) == 4
+    option = planner.schedule_within(2.0)
+    assert (option.machines, option.delta_n, option.rounding, option.cushion) == ({"x": 2}, 2, "b", 2.0)
     assert Planner([ClusterPlan("x", 100.0, 1.0, 600.0, 2)], 12).estimate({"x": 2}).delta_n == 0
     with pytest.raises(ValueError, match="boot time"):
         ClusterPlan("x", 100.0, 1.0, 600.0, 2, boot_s=-1.0)
 
 
-def test_a_priced_boot_keeps_theorem_1s_bound_of_one_task_per_machine():
-    # 4 tasks of 300 s on one machine, ATU 300 s, 350 s of boot: 1,200 s of work after the boot are
-    # 6 ATUs ($6), in which all 4 end; the 4 ATUs of the work alone would have ended only 2
+def test_a_boot_longer_than_a_task_leaves_more_than_one_task_per_slot_to_the_cushion():
+    # 4 tasks of 300 s on one machine, ATU 300 s, 350 s of boot: T_e = 1200 s (4 ATUs) ends 2 tasks
+    # (dN = 2, past Theorem 1's one per machine); the 3rd needs a 5th ATU, the 4th a 6th: $2
     planner = Planner([ClusterPlan("x", 300.0, 1.0, 300.0, 1, boot_s=350.0)], 4)
-    assert planner.schedule_within(4.0) is None
-    option = planner.schedule_within(6.0)
-    assert (option.machines, option.cost, option.delta_n <= 0, option.cushion) == ({"x": 1}, 6.0, True, 0.0)
-    # 11 tasks of 200 s on 2 machines, 280 s of boot: T_e = 1,100 s, 1,380 s paid are 5 ATUs each
-    # ($10), ending 2 x 6 tasks (dN = -1)
+    option = planner.schedule_within(4.0)
+    assert (option.delta_n, option.rounding, option.cushion) == (2, "b", 2.0)
+    # one pass covers one task per slot, the next is free when the ATU it added fits it too: 11
+    # tasks of 200 s on 2 machines, 280 s of boot, 4 ATUs of 300 s end 8; one ATU more each ends 12
     planner = Planner([ClusterPlan("x", 200.0, 1.0, 300.0, 2, boot_s=280.0)], 11)
-    estimate = planner.estimate({"x": 2})
-    assert (estimate.cost, estimate.delta_n) == (10.0, -1)
+    option = planner.schedule_within(8.0)
+    assert (option.delta_n, option.cushion) == (3, 2.0)
+
+
+def test_billed_by_the_minute_or_less_a_new_machine_pays_its_boot_and_its_release():
+    # per second after a minute: 120 tasks of 10 s on 2 machines are 600 s of work each, after a
+    # 20 s boot and with a 6 s release: each is paid 626 s, not 600 s, and ends its 60 tasks in it
+    plan = ClusterPlan("x", 10.0, 0.01, 1.0, 2, min_charge_s=60.0, boot_s=20.0, release_s=6.0)
+    estimate = Planner([plan], 120).estimate({"x": 2})
+    assert (estimate.cost, estimate.delta_n) == (pytest.approx(12.52), 0)
+    assert plan.tasks_in(626.0) == 60 and plan.tasks_in(625.0) == 59
+    # by the minute: 4 tasks of 300 s on one machine after a 350 s boot are 26 minutes, 26 paid
+    planner = Planner([ClusterPlan("x", 300.0, 1.0, 60.0, 1, boot_s=350.0)], 4)
+    assert planner.schedule_within(25.0) is None
+    option = planner.schedule_within(26.0)
+    assert (option.machines, option.cost, option.delta_n <= 0, option.cushion) == ({"x": 1}, 26.0, True, 0.0)
+    # with hourly ATUs the boot comes out of the paid time (dN) but is not priced: a release
+    # margin does not apply to such an ATU's tasks either
+    hourly = ClusterPlan("x", 100.0, 1.0, 3600.0, 2, boot_s=60.0, release_s=60.0)
+    assert (hourly.overhead_s, hourly.priced_overhead_s, hourly.tasks_in(3600.0)) == (60.0, 0.0, 35)
+    with pytest.raises(ValueError, match="release time"):
+        ClusterPlan("x", 100.0, 1.0, 600.0, 2, release_s=-1.0)
 
 
 def test_case_a_falls_back_to_b_past_the_threshold():

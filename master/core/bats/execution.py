@@ -590,7 +590,7 @@ class Execution:
             added = max(0, n - len(self.core.live_machines(name)) - self.core._requested[name])
             if added:
                 billing = self.billings[name]
-                paid = planned.makespan_s + planner.cluster(name).overhead_s  # boot included
+                paid = planned.makespan_s + planner.cluster(name).priced_overhead_s  # as the plan priced it
                 longer = billing.atus_paid(paid + upper.get(name, 0.0))
                 extra += added * billing.price * max(0, longer - billing.atus_paid(paid))
         return planned.cost + extra

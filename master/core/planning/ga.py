@@ -153,7 +153,7 @@ class _Model:
         self.price = np.array([float(c.price) for c in clusters])
         self.atu = np.array([c.atu_s for c in clusters])
         self.min_charge = np.array([c.min_charge_s for c in clusters])
-        self.overhead = np.array([c.overhead_s for c in clusters])  # paid seconds a new machine runs nothing
+        self.overhead = np.array([c.priced_overhead_s for c in clusters])  # paid seconds a new machine runs nothing
         cap = n_tasks if max_machines is None else min(n_tasks, max_machines)
         self.limits = np.array([min(c.max, cap, -(-n_tasks // c.slots)) for c in clusters], dtype=np.int64)
         self.max_machines = max_machines

@@ -226,7 +226,7 @@ class Planner:
         if speed <= 0:
             raise ValueError("a configuration needs at least one machine")
         makespan = self.n_tasks / speed
-        atus = [c.units(makespan + c.overhead_s) if a else 0 for a, c in zip(config, self.clusters)]
+        atus = [c.units(makespan + c.priced_overhead_s) if a else 0 for a, c in zip(config, self.clusters)]
         cost = sum(a * w * u for a, w, u in zip(config, self._units, atus))
         return makespan, atus, cost
 
@@ -436,7 +436,7 @@ class Planner:
         return None if units is None else self.money(units)
 
     def _min_budget_units(self) -> int | None:
-        costs = [w * c.units(self.n_tasks / c.speed + c.overhead_s)  # its boot and release paid too
+        costs = [w * c.units(self.n_tasks / c.speed + c.priced_overhead_s)  # its boot and release paid too
                  for w, c, limit in zip(self._units, self.clusters, self._limits) if limit]
         return min(costs) if costs else None
 
@@ -598,7 +598,7 @@ class Planner:
 
 def _billing_group(c: ClusterPlan) -> tuple[float, float, float]:
     """Clusters billed alike for any makespan: the same ATU, minimum charge and unworked paid time."""
-    return (c.atu_s, c.min_charge_s, c.overhead_s)
+    return (c.atu_s, c.min_charge_s, c.priced_overhead_s)
 
 
 def _money_units(prices: Sequence[float]) -> tuple[int, int, list[int]]:
