@@ -326,6 +326,8 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
         totals["copies won"] += endgame.get("copies_won", 0)
         totals["copy paid s"] += endgame.get("copy_paid_s", 0.0)
         totals["re-plans"] += len(report.get("reconfigurations") or [])
+        totals["idle cost"] += report["cost"].get("idle", 0.0)
+        totals["total cost"] += report["cost"]["total"]
         core = sim.core
         planned = (report.get("selected") or {}).get("makespan_s")
         started = getattr(core, "execution_started_at", None)
@@ -419,6 +421,8 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         f"| end-game copies started / won | {t['copies started']} / {t['copies won']} | |",
         f"| paid machine seconds the copies used | {t['copy paid s']:.0f} | |",
         f"| re-plans during the execution | {t['re-plans']} | |",
+        f"| money paid for ATUs begun after a machine's last task (share of all money) | "
+        f"{100 * t['idle cost'] / (t['total cost'] or 1):.1f} % | |",
         "",
         "Incomplete runs by runtime distribution:",
         "",

@@ -119,6 +119,7 @@ class Machine:
     slots: int = 1  # tasks it runs at once: held[:slots] run, the rest wait for a slot
     started: list[float] = field(default_factory=list)  # when each running task started, oldest first
     release_at: float | None = None  # marked for release: let go at this time (a budget policy sets it)
+    worked_until: float | None = None  # when its last task ended or was stopped (None: none yet)
     tally: FreeSlots | None = field(default=None, repr=False, compare=False)  # None once gone
 
     def join(self, tally: FreeSlots) -> None:
@@ -154,6 +155,7 @@ class Machine:
     def drop(self, index: int, now: float) -> None:
         """The task at ``held[index]`` ended or was stopped; a waiting one takes its slot now."""
         del self.held[index]
+        self.worked_until = now
         tally = self.tally
         if tally is not None:
             if len(self.held) < self.slots:
@@ -354,16 +356,30 @@ class Core:
             return atus, atus * cluster.price
         return atus, charged(machine.acquired_at, atus, cluster.atu_s, cluster.price, *changes)
 
+    def idle_atus(self, machine: Machine, now: float, atus: int) -> int:
+        """Of the ``atus`` a machine has paid, those begun after its last task ended: paid for
+        nothing (a machine renewed, or kept to an edge, with no task left for it)."""
+        if machine.held:  # working until now (or until it was let go)
+            last: float | None = machine.released_at if machine.released_at is not None else now
+        else:
+            last = machine.worked_until
+        if last is None:
+            return atus
+        cluster = self.clusters[machine.cluster]
+        return max(0, atus - atus_begun(last - machine.acquired_at, cluster.atu_s, cluster.min_charge_s))
+
     def report(self, now: float) -> dict:
         """The run's figures as plain data (the driver adds paths and earlier sessions)."""
         machines = []
-        total_cost = 0.0
+        total_cost = idle_cost = 0.0
         for m in self.machines.values():
             atus, cost = self.machine_cost(m, now)
+            idle = self.idle_atus(m, now, atus)
             total_cost += cost
+            idle_cost += cost * idle / atus if atus else 0.0
             machines.append({
                 "id": m.id, "cluster": m.cluster, "slots": m.slots, "nt": m.nt, "rt_s": round(m.rt, 6),
-                "uptime_s": round(m.uptime(now), 6), "atus": atus, "cost": cost,
+                "uptime_s": round(m.uptime(now), 6), "atus": atus, "idle_atus": idle, "cost": cost,
                 "state": m.state.value, "release_reason": m.release_reason,
             })
         end = self.last_finish_at if self.remaining == 0 and self.last_finish_at is not None else now
@@ -376,7 +392,7 @@ class Core:
         return {
             "tasks": tasks,
             "makespan_s": max(0.0, end - (self.started_at if self.started_at is not None else now)),
-            "cost": {"total": total_cost},
+            "cost": {"total": total_cost, "idle": round(idle_cost, 9)},
             "machines": machines,
         }
 

@@ -390,3 +390,19 @@ def test_a_task_that_keeps_losing_its_machine_is_quarantined_and_named():
     assert done[0].status == "done" and c.Finish("failed", "1 task(s) failed") in done
     report = core.report(6.0)
     assert report["tasks"]["quarantined_ids"] == [poison.task] and report["tasks"]["failed"] == 1
+
+
+def test_the_report_counts_the_atus_a_machine_paid_after_its_last_task():
+    """ATU 60 s at $0.5. At t=130 each machine has begun 3 ATUs: one whose last task ended at t=10
+    paid 2 of them for nothing, one that never ran a task all 3, one still running a task none."""
+    core = make_core(tasks=(1, 2, 3))
+    core.handle(c.RunStarted(0.0))
+    for name in ("m1", "m2", "m3"):
+        up(core, name)
+    (dispatch,) = core.handle(c.WorkerAsked(0.0, "m1", n=1))
+    core.machines["m1"].drop(0, 10.0)  # its task ended at t=10 (the core hands it no other here)
+    core.handle(c.WorkerAsked(0.0, "m3", n=1))
+    assert [core.idle_atus(core.machines[m], 130.0, 3) for m in ("m1", "m2", "m3")] == [2, 3, 0]
+    report = core.report(130.0)
+    assert {m["id"]: m["idle_atus"] for m in report["machines"]} == {"m1": 2, "m2": 3, "m3": 0}
+    assert report["cost"]["idle"] == pytest.approx(5 * 0.5)
