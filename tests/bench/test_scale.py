@@ -18,7 +18,7 @@ def scale():
     return load_bench_script("scale_bench")
 
 
-@pytest.mark.parametrize(("machines", "task_s", "tasks"), [(30, 0.0, 3000), (12, 0.2, 36)])
+@pytest.mark.parametrize(("machines", "task_s", "tasks"), [(30, 0.0, 3000), (12, 0.2, 120)])
 def test_emulated_machines_run_a_real_masters_bag_with_no_false_loss(scale, tmp_path, machines, task_s, tasks):
     row = scale.run_fleet(tmp_path, BATS_MASTER, machines, task_s, tasks)
     assert "error" not in row, row

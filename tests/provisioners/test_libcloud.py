@@ -148,7 +148,7 @@ worker_command = "{WORKER}"
 status_poll = "0.5s"
 """)
     bag = tmp_path / "tasks.txt"
-    bag.write_text("".join(f"echo task {i}\n" for i in range(1, 21)))
+    bag.write_text("".join(f"sleep 0.2; echo task {i}\n" for i in range(1, 21)))  # long enough for both to join
     with CloudPlayer(aws, tmp_path / "machines") as cloud:
         proc = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--state-dir", "run"],
                               cwd=tmp_path, capture_output=True, text=True, timeout=90,
