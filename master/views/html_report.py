@@ -27,6 +27,7 @@ from typing import Any
 
 from bats.common.durations import format_duration
 
+from ..core.option import odds_from_record
 from ..core.planning.planner import Option
 from ..state.journal import Journal
 from . import plots as plots
@@ -52,7 +53,8 @@ def load_report(state_dir: str | Path) -> dict[str, Any]:
 
 
 def _option(record: dict[str, Any]) -> Option:
-    return Option(**{**record, "also": tuple(record.get("also", ())), "machines": dict(record["machines"])})
+    return Option(**{**record, "also": tuple(record.get("also", ())), "machines": dict(record["machines"]),
+                     "odds": odds_from_record(record.get("odds"))})
 
 
 def series(journal: Journal, report: dict[str, Any]) -> dict[str, Any]:

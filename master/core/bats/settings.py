@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from bats.common.config import SamplingConfig
 
+from ..option import odds_record
 from ..planning import DEFAULT_MAX_RAISE
 from ..view import EXECUTING, OFFERING, SAMPLING  # noqa: F401 (the phases of a BaTS run, named here too)
 
@@ -79,4 +80,4 @@ def option_record(option: Option) -> dict[str, Any]:
     return {"id": option.id, "label": option.label, "also": list(option.also), "machines": dict(option.machines),
             "makespan_atu": option.makespan_atu, "makespan_s": option.makespan_s, "cost": option.cost,
             "cushion": option.cushion, "budget": option.budget, "delta_n": option.delta_n,
-            "rounding": option.rounding, "pareto": option.pareto}
+            "rounding": option.rounding, "pareto": option.pareto, "odds": odds_record(option.odds)}
