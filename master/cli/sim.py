@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bats-sim",
         description="Run a bag of N simulated tasks through the BaTS master's core in virtual time.",
         epilog="Runtime specs (durations: bare number = seconds, or 90s, 15m, 1h): normal:MEAN,SD "
-               "levy:SCALE,MAX mdb fixed:T file:PATH.",
+               "levy:SCALE,MAX mdb bimodal:SHORT,LONG,SHARE fewlong:SHORT,LONG,K "
+               "shape:heavy|wide|stragglers|stages|powerlaw|spiky,MEAN fixed:T file:PATH.",
     )
     p.add_argument("--config", metavar="FILE",
                    help="clusters config (TOML), as for bats-master; a cluster's speed divides runtimes")

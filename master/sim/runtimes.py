@@ -42,6 +42,29 @@ seconds, or ``90s``, ``15m``, ``1h``.
     may see no long one, which is what makes such bags hard to plan.
 ``fixed:T``
     Every task takes T.
+``fewlong:SHORT,LONG,K``
+    Few long tasks among many short ones: exactly K tasks (at random places in the bag; all of them
+    when the bag has fewer) take about LONG, the others about SHORT, each normal with a standard
+    deviation of a tenth of its mean (truncated at the minimum as ``normal``), e.g.
+    ``fewlong:1m,4h,10``: a sample of a few dozen tasks out of thousands almost never sees one, and
+    the bag cannot end before the first long task that starts late does.
+``shape:NAME,MEAN``
+    Six shapes of real workloads, scaled so that the distribution's mean is MEAN: **parametric
+    mixtures we chose to mimic the kinds of shape that runtime traces of scientific applications
+    show, not fitted to any trace** (none is downloaded or shipped). Each is a mixture of
+    lognormal, normal and truncated Pareto parts (:data:`SHAPES` gives them, relative sizes
+    before the scaling); their shape, with a large bag:
+
+    - ``heavy``: a heavy tail: 55 % of the tasks short, 44 % around twice the mean, 1 % very
+      long; the median is about a fiftieth of the mean and the longest 1 % of the tasks hold about
+      a quarter of the work (``shape:heavy,10m``: a median near 11 s for a mean of 10 min);
+    - ``wide``: one lognormal of sigma 1.2 (median about half the mean, the longest 1 % hold
+      about 13 %);
+    - ``stragglers``: a tight normal body (CV 0.15) and 3 % of the tasks about 4.5 times longer;
+    - ``stages``: three kinds of task, 60 % short, 30 % medium and 10 % long (about 1:5:13);
+    - ``powerlaw``: a Pareto tail of index 1.6 from its minimum to 300 times it (the longest 1 %
+      hold about 15 %);
+    - ``spiky``: 99.5 % short tasks and 0.5 % about 200 times longer, which hold half the work.
 ``file:PATH``
     One runtime per line (blank lines and ``#`` comments skipped); task k gets line k, cycling
     through the file when it has fewer lines than there are tasks.
@@ -140,14 +163,7 @@ class Bimodal:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         is_long = rng.random(n) < self.share
-        means = np.where(is_long, self.long, self.short)
-        values = rng.normal(means, means / 10.0)
-        for _ in range(_MAX_REDRAWS):
-            low = values < MIN_RUNTIME_S
-            if not low.any():
-                break
-            values[low] = rng.normal(means[low], means[low] / 10.0)
-        return np.maximum(values, MIN_RUNTIME_S)
+        return _normal_around(rng, np.where(is_long, self.long, self.short))
 
 
 def normal_tail(rng: np.random.Generator, a: float, n: int) -> np.ndarray:
@@ -189,6 +205,85 @@ class Mdb:
         values = np.concatenate(parts) * MINUTE
         rng.shuffle(values)  # the components' draws must not come in blocks of task ids
         return values
+
+
+@dataclass(frozen=True)
+class FewLong:
+    spec: str
+    short: float
+    long: float
+    count: int
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        means = np.full(n, self.short)
+        means[rng.choice(n, size=min(self.count, n), replace=False)] = self.long
+        return _normal_around(rng, means)
+
+
+# The real-like shapes (see the module docstring): name -> parts (weight, kind, a, b, c), sizes
+# relative (the mixture is scaled to the spec's mean). Kinds: "lognormal" (median a, sigma b),
+# "normal" (mean a, sd b, truncated at the minimum), "pareto" (minimum a, index b, at most c).
+SHAPES: dict[str, tuple[tuple[float, str, float, float, float], ...]] = {
+    "heavy": ((0.55, "lognormal", 1.0, 0.6, 0.0), (0.44, "lognormal", 160.0, 0.7, 0.0),
+              (0.01, "lognormal", 2600.0, 0.4, 0.0)),
+    "wide": ((1.0, "lognormal", 1.0, 1.2, 0.0),),
+    "stragglers": ((0.97, "normal", 1.0, 0.15, 0.0), (0.03, "lognormal", 4.5, 0.2, 0.0)),
+    "stages": ((0.6, "normal", 0.3, 0.06, 0.0), (0.3, "normal", 1.5, 0.3, 0.0), (0.1, "normal", 4.0, 0.8, 0.0)),
+    "powerlaw": ((1.0, "pareto", 1.0, 1.6, 300.0),),
+    "spiky": ((0.995, "lognormal", 1.0, 0.3, 0.0), (0.005, "lognormal", 200.0, 0.1, 0.0)),
+}
+
+
+def _part_mean(kind: str, a: float, b: float, c: float) -> float:
+    if kind == "lognormal":
+        return a * math.exp(b * b / 2.0)
+    if kind == "normal":
+        return a  # its truncation at the minimum moves it by far less than a second here
+    # Pareto of minimum a and index b, truncated at c: the mean of the conditional law
+    return b * a**b * (a ** (1.0 - b) - c ** (1.0 - b)) / ((b - 1.0) * (1.0 - (a / c) ** b))
+
+
+@dataclass(frozen=True)
+class Shape:
+    spec: str
+    name: str
+    mean: float
+
+    def scale(self) -> float:
+        """The factor that takes the shape's relative sizes to seconds (its mean becomes ``mean``)."""
+        parts = SHAPES[self.name]
+        total = sum(w for w, *_ in parts)
+        return self.mean / sum(w / total * _part_mean(kind, a, b, c) for w, kind, a, b, c in parts)
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        parts = SHAPES[self.name]
+        weights = np.array([w for w, *_ in parts])
+        counts = rng.multinomial(n, weights / weights.sum())
+        k = self.scale()
+        drawn = []
+        for (_w, kind, a, b, c), count in zip(parts, counts):
+            if kind == "lognormal":
+                drawn.append(k * a * np.exp(b * rng.standard_normal(count)))
+            elif kind == "normal":
+                drawn.append(_normal_around(rng, np.full(count, k * a), a / b))
+            else:  # inverse CDF of the truncated Pareto
+                u = rng.random(count)
+                drawn.append(k * a * (1.0 - u * (1.0 - (a / c) ** b)) ** (-1.0 / b))
+        values = np.maximum(np.concatenate(drawn), MIN_RUNTIME_S)
+        rng.shuffle(values)  # the parts' draws must not come in blocks of task ids
+        return values
+
+
+def _normal_around(rng: np.random.Generator, means: np.ndarray, per_sd: float = 10.0) -> np.ndarray:
+    """Normal draws around ``means`` with a standard deviation of each mean over ``per_sd``,
+    truncated at the minimum as ``normal`` (a value below it is drawn again)."""
+    values = rng.normal(means, means / per_sd)
+    for _ in range(_MAX_REDRAWS):
+        low = values < MIN_RUNTIME_S
+        if not low.any():
+            break
+        values[low] = rng.normal(means[low], means[low] / per_sd)
+    return np.maximum(values, MIN_RUNTIME_S)
 
 
 @dataclass(frozen=True)
@@ -245,7 +340,8 @@ def _read_file(path_text: str) -> tuple[float, ...]:
     return tuple(values)
 
 
-SPEC_FORMS = "normal:MEAN,SD, levy:SCALE,MAX, bimodal:SHORT,LONG,SHARE, mdb, fixed:T or file:PATH"
+SPEC_FORMS = ("normal:MEAN,SD, levy:SCALE,MAX, bimodal:SHORT,LONG,SHARE, fewlong:SHORT,LONG,K, "
+              "shape:NAME,MEAN, mdb, fixed:T or file:PATH")
 
 
 def parse_runtimes(spec: str) -> RuntimeDistribution:
@@ -274,6 +370,28 @@ def parse_runtimes(spec: str) -> RuntimeDistribution:
         if not (short > 0 and long > 0 and 0.0 <= share <= 1.0):
             raise RuntimeSpecError("bimodal: SHORT and LONG must be longer than 0 seconds and SHARE from 0 to 1")
         return Bimodal(spec, short, long, share)
+    if kind == "fewlong":
+        parts = args.split(",") if args else []
+        if len(parts) != 3:
+            raise RuntimeSpecError(f"fewlong: expected fewlong:SHORT,LONG,K, got {len(parts)} value(s)")
+        short, long = _durations(kind, ",".join(parts[:2]), ("SHORT", "LONG"))
+        try:
+            count = int(parts[2])
+        except ValueError:
+            raise RuntimeSpecError(f"fewlong: K: expected a whole number of long tasks, got {parts[2]!r}") from None
+        if not (short > 0 and long > 0 and count >= 0):
+            raise RuntimeSpecError("fewlong: SHORT and LONG must be longer than 0 seconds and K at least 0")
+        return FewLong(spec, short, long, count)
+    if kind == "shape":
+        name, _sep, mean_text = args.partition(",")
+        name = name.strip().lower()
+        if name not in SHAPES:
+            raise RuntimeSpecError(f"shape: unknown shape {name!r} (expected shape:NAME,MEAN, NAME one of "
+                                   f"{', '.join(SHAPES)})")
+        (mean,) = _durations(kind, mean_text, ("MEAN",))
+        if mean <= 0:
+            raise RuntimeSpecError(f"shape: MEAN must be longer than 0 seconds, got {mean_text!r}")
+        return Shape(spec, name, mean)
     if kind == "mdb":
         if sep and args.strip():
             raise RuntimeSpecError(f"mdb: takes no parameters, got {args!r}")
