@@ -11,13 +11,18 @@ and a failure no rule matches is retried (as without rules):
       { cause = "signal", action = "retry" },      # killed by a signal (the OOM killer: SIGKILL)
       { exit = [137, "200-255"], action = "retry" },
       { exit = "1-127", action = "fail" },         # the command's own error: running it again will not help
+      { cause = "lost", action = "retry" },        # its machine was lost: counts as one of the attempts
     ]
 
 A rule has an ``action`` (``retry`` or ``fail``) and conditions, all of which must hold: ``exit``
 (exit codes and ranges ``"A-B"``, one or a list) and ``cause``: ``exit`` (it exited non-zero),
-``signal`` (it was killed by a signal: the worker reports signal N as exit code -N) or ``timeout``.
-A machine lost with tasks in flight is not a failure of those tasks: they go back to the bag and
-run again whatever the rules say. Pure data and matching, shared by the config and the core.
+``signal`` (it was killed by a signal: the worker reports signal N as exit code -N), ``timeout``,
+or ``lost``: the machine running it was lost (it stopped answering, its host went away, a spot
+interruption). Only a rule naming ``cause = "lost"`` decides for a lost machine's tasks (they have no
+exit code): ``fail`` records them failed at once, ``retry`` runs them again while the attempts last
+(the loss counts as one). Without such a rule they go back to the bag whatever the attempts, until
+the quarantine (``--max-machine-losses``) takes a task that keeps taking its machines down. Pure
+data and matching, shared by the config and the core.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-CAUSES = ("exit", "signal", "timeout")
+CAUSES = ("exit", "signal", "timeout", "lost")
 ACTIONS = ("retry", "fail")
 
 
@@ -44,6 +49,8 @@ class RetryRule:
     cause: str | None = None  # one of CAUSES; None: any cause
 
     def matches(self, exit_code: int, timed_out: bool) -> bool:
+        if self.cause == "lost":  # an attempt that ended has an exit code: its machine was not lost
+            return False
         if self.cause is not None and self.cause != cause_of(exit_code, timed_out):
             return False
         return not self.exit_codes or any(low <= exit_code <= high for low, high in self.exit_codes)
@@ -68,6 +75,14 @@ class RetryRules:
             if rule.matches(exit_code, timed_out):
                 return rule.action
         return "retry"
+
+    def decide_lost(self) -> str | None:
+        """``retry`` or ``fail`` for a task whose machine was lost under it (the first rule naming
+        ``cause = "lost"``); None when no rule does (it goes back to the bag, as without rules)."""
+        for rule in self.rules:
+            if rule.cause == "lost":
+                return rule.action
+        return None
 
 
 def parse_retry(where: str, raw: Any) -> RetryRules:
@@ -98,8 +113,9 @@ def _rule(where: str, raw: Any) -> RetryRule:
         raise ValueError(f"{where} action: expected \"retry\" or \"fail\", got {action!r}")
     cause = raw.get("cause")
     if cause is not None and cause not in CAUSES:
-        raise ValueError(f"{where} cause: expected one of {', '.join(CAUSES)}, got {cause!r} "
-                         "(a lost machine's tasks always run again)")
+        raise ValueError(f"{where} cause: expected one of {', '.join(CAUSES)}, got {cause!r}")
+    if cause == "lost" and "exit" in raw:
+        raise ValueError(f"{where}: cause \"lost\" has no exit code (its task never ended); drop exit")
     codes = raw.get("exit", [])
     codes = codes if isinstance(codes, list) else [codes]
     return RetryRule(action, tuple(_codes(f"{where} exit", c) for c in codes), cause)

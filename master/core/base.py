@@ -29,7 +29,8 @@ Near the end of the bag a task is not prefetched to a busy worker while a worker
 reads one number, the free slots of every machine not gone, which each machine keeps up to date
 in a shared :class:`FreeSlots` as its held tasks, its slots and its state change, so a decision
 costs the same with a thousand machines as with two. A
-machine lost with tasks in flight puts them back into the bag. A task that fails (non-zero exit or
+machine lost with tasks in flight puts them back into the bag, unless a ``[retry]`` rule for
+``cause = "lost"`` fails them, or retries them only while their attempts last. A task that fails (non-zero exit or
 timeout) is retried up to ``retries`` times, preferably on another machine, unless the config's
 retry rules (:mod:`bats.common.retry`: by exit code and cause) say that failure is final. A task that was running
 on ``max_machine_losses`` machines when each was lost (one that crashes its machine, as an
@@ -561,31 +562,53 @@ class Core:
         return actions
 
     def _count_losses(self, machine: Machine, ev: MachineLost) -> list[Action]:
-        """Count a loss against each task that was running on the lost machine; quarantine those at
+        """Count a loss against each task that was running on the lost machine; record failed those a
+        ``[retry]`` rule for lost machines gives up on, and quarantine those at
         ``max_machine_losses`` that go back into the bag (another copy still running goes on). A
         quarantined task stays in the bag's array and is skipped when it comes up (:meth:`_feed`)."""
         actions: list[Action] = []
         for task, attempt in machine.held[:machine.slots]:
             losses = self._machine_losses.get(task, 0) + 1
             self._machine_losses[task] = losses
-            if losses < self.max_machine_losses:
+            verdict = self._lost_for_good(task, losses, machine, ev)
+            if verdict is None:
                 continue
+            note, quarantine = verdict
             machine.drop(machine.held.index((task, attempt)), ev.now)  # gone already: no slot counts move
             self._return_task(task, attempt, machine)
             if self._status[task] != PENDING:
                 continue
             self._status[task] = FAILED
             self.failed += 1
-            self.quarantined.append(task)
+            if quarantine:
+                self.quarantined.append(task)
             self.last_finish_at = ev.now
-            note = (f"task {task} was running on {losses} machines that were lost (the last, {machine.id}: "
-                    f"{ev.reason}); quarantined: recorded failed and not run again")
             actions.append(Notify(note, warning=True))
             actions.append(RecordResult(task, "failed", machine.id, self._attempts[task], -1, 0.0, False, b"",
                                         note.encode()))
         if actions and self.remaining == 0:
             actions.extend(self._finish_if_complete(ev.now))
         return actions
+
+    def _lost_for_good(self, task: int, losses: int, machine: Machine, ev: MachineLost) -> tuple[str, bool] | None:
+        """Why a task running on a lost machine is recorded failed rather than put back in the bag,
+        and whether that is the quarantine (None: it goes back): a ``[retry]`` rule for
+        ``cause = "lost"`` (``fail``, or ``retry`` with the attempts spent), else the quarantine
+        after ``max_machine_losses`` losses."""
+        verdict = self.retry_rules.decide_lost()
+        lost = f"task {task} was running on {machine.id} when it was lost ({ev.reason})"
+        if verdict == "fail":
+            return f"{lost}; [retry] fails a lost machine's task: recorded failed", False
+        if verdict == "retry":
+            failures = self._failures.get(task, 0) + 1
+            self._failures[task] = failures
+            if failures > self.retries:
+                return (f"{lost}; its {failures} failed attempt(s) are past the {self.retries} retries: "
+                        "recorded failed"), False
+        if losses < self.max_machine_losses:
+            return None
+        return (f"task {task} was running on {losses} machines that were lost (the last, {machine.id}: "
+                f"{ev.reason}); quarantined: recorded failed and not run again"), True
 
     def _replace_lost(self, machine: Machine, now: float) -> list[Action]:
         """Self-scheduling keeps every configured machine busy: replace a lost one while its

@@ -41,9 +41,19 @@ def test_the_first_matching_rule_decides_and_an_unmatched_failure_is_retried():
     assert RetryRules().decide(2, False) == "retry"
 
 
+def test_only_a_rule_naming_the_lost_cause_decides_for_a_lost_machines_tasks():
+    rules = parse_retry("c.toml: [retry]", {"rules": [
+        {"action": "fail"}, {"cause": "lost", "action": "retry"}, {"cause": "lost", "action": "fail"}]})
+    assert rules.decide_lost() == "retry"  # the first rule naming it; "any failure" is about exits
+    assert rules.decide(-9, False) == "fail"  # and a lost-machine rule never matches an attempt that ended
+    assert parse_retry("w", {"rules": [{"cause": "lost", "action": "retry"}]}).decide(2, False) == "retry"
+    assert parse_retry("w", {"rules": [{"exit": 137, "action": "fail"}]}).decide_lost() is None
+
+
 @pytest.mark.parametrize(("table", "message"), [
     ('[retry]\nrules = [{ exit = 2 }]', "c.toml:2: [retry] rules[0] action: expected \"retry\" or \"fail\", got None"),
-    ('[retry]\nrules = [{ cause = "lost", action = "fail" }]', "rules[0] cause: expected one of exit, signal, timeout"),
+    ('[retry]\nrules = [{ cause = "gone", action = "fail" }]', "rules[0] cause: expected one of exit, signal, timeout, lost"),
+    ('[retry]\nrules = [{ cause = "lost", exit = 1, action = "fail" }]', "rules[0]: cause \"lost\" has no exit code"),
     ('[retry]\nrules = [{ exit = "9-2", action = "fail" }]', "rules[0] exit: expected exit codes such as 137"),
     ('[retry]\nattempts = -1', "[retry] attempts: expected a whole number 0 or more, got -1"),
     ('[retry]\ntries = 3', "[retry] tries: unknown key (expected attempts and rules)"),
@@ -74,3 +84,34 @@ def test_a_run_retries_exit_137_and_a_signal_but_not_exit_2(tmp_path: Path):
     assert (by_task[2]["status"], by_task[2]["attempts"]) == ("done", 2)
     assert (by_task[3]["status"], by_task[3]["attempts"]) == ("done", 2)
     assert by_task[4]["status"] == "done"
+
+
+def _lost_run(tmp_path: Path, rules: str, poison: str) -> tuple[subprocess.CompletedProcess[str], dict[int, dict]]:
+    (tmp_path / "c.toml").write_text(f"[retry]\n{rules}\n" + '[clusters.local]\nprovisioner = "local"\nmax = 2\n')
+    commands = [f"echo {i}" for i in range(1, 7)]
+    commands[2] = poison  # its shell's parent is the worker: killing it loses the machine under the task
+    write_bag(tmp_path / "tasks.txt", commands)
+    proc = subprocess.run([*MASTER, "--quiet", "--bag", "tasks.txt", "--config", "c.toml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return proc, {r["id"]: r for r in results(tmp_path / "bats-run")}
+
+
+def test_a_lost_machine_rule_fails_its_task_at_the_first_loss_on_real_workers(tmp_path: Path):
+    proc, by_task = _lost_run(tmp_path, 'rules = [{ cause = "lost", action = "fail" }]',
+                              "sleep 0.5; kill -9 $PPID; sleep 5")
+    assert proc.returncode == 1, proc.stderr
+    assert "task 3 was running on local-" in proc.stderr and "[retry] fails a lost machine's task" in proc.stderr
+    assert (by_task[3]["status"], by_task[3]["attempts"]) == ("failed", 1)  # not run on a second machine
+    assert all(by_task[i]["status"] == "done" for i in (1, 2, 4, 5, 6)), by_task
+
+
+def test_a_lost_machine_retried_by_rule_counts_as_an_attempt_on_real_workers(tmp_path: Path):
+    once = "test -e lost-once || { touch lost-once; sleep 0.5; kill -9 $PPID; sleep 5; }"
+    proc, by_task = _lost_run(tmp_path, 'attempts = 1\nrules = [{ cause = "lost", action = "retry" }]', once)
+    assert proc.returncode == 0, proc.stderr
+    assert (by_task[3]["status"], by_task[3]["attempts"]) == ("done", 2)
+    # with no attempt left, the same loss fails the task rather than sending it to another machine
+    (tmp_path / "again").mkdir()
+    proc, by_task = _lost_run(tmp_path / "again", 'attempts = 0\nrules = [{ cause = "lost", action = "retry" }]', once)
+    assert proc.returncode == 1 and "past the 0 retries" in proc.stderr, proc.stderr
+    assert (by_task[3]["status"], by_task[3]["attempts"]) == ("failed", 1)

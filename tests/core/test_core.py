@@ -392,6 +392,32 @@ def test_a_task_that_keeps_losing_its_machine_is_quarantined_and_named():
     assert report["tasks"]["quarantined_ids"] == [poison.task] and report["tasks"]["failed"] == 1
 
 
+def test_a_retry_rule_for_lost_machines_fails_their_tasks_or_counts_the_loss_as_an_attempt():
+    from bats.common.retry import parse_retry
+
+    fail = make_core(tasks=(1, 2), retry_rules=parse_retry("r", {"rules": [{"cause": "lost", "action": "fail"}]}))
+    fail.handle(c.RunStarted(0.0))
+    up(fail, "m1")
+    up(fail, "m2")
+    (lost,) = fail.handle(c.WorkerAsked(0.0, "m1", 1))
+    actions = fail.handle(c.MachineLost(1.0, "m1", "process exited"))
+    record = next(a for a in actions if isinstance(a, c.RecordResult))
+    assert (record.task, record.status, record.exit_code) == (lost.task, "failed", -1)
+    assert "[retry] fails a lost machine's task" in record.stderr.decode()
+    assert fail.report(2.0)["tasks"].get("quarantined_ids") is None  # a rule, not the quarantine
+
+    retry = make_core(tasks=(1,), retries=1,
+                      retry_rules=parse_retry("r", {"rules": [{"cause": "lost", "action": "retry"}]}))
+    retry.handle(c.RunStarted(0.0))
+    up(retry, "m1")
+    (first,) = retry.handle(c.WorkerAsked(0.0, "m1", 1))
+    assert not any(isinstance(a, c.RecordResult) for a in retry.handle(c.MachineLost(1.0, "m1", "gone")))
+    up(retry, "m2", now=2.0)
+    assert retry.handle(c.WorkerAsked(2.0, "m2", 1)) == [c.Dispatch("m2", first.task, 2)]  # one attempt left
+    actions = retry.handle(c.MachineLost(3.0, "m2", "gone"))
+    assert [(a.task, a.status) for a in actions if isinstance(a, c.RecordResult)] == [(first.task, "failed")]
+
+
 def test_the_report_counts_the_atus_a_machine_paid_after_its_last_task():
     """ATU 60 s at $0.5. At t=130 each machine has begun 3 ATUs: one whose last task ended at t=10
     paid 2 of them for nothing, one that never ran a task all 3, one still running a task none."""
