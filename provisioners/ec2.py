@@ -24,7 +24,15 @@ Throttling, capacity and limit errors are retried with backoff (``api_retries``,
 when they persist the launch stops, the machines launched so far are returned and
 ``usable_max`` drops to the machines this cluster holds, which the master's planner then uses.
 
-Every call to AWS goes through :meth:`Ec2Provisioner._api`, so tests point it at moto's server
+``[files]`` pass through S3 (``files_s3 = "s3://bucket/prefix"``): before the first launch the
+master stages the inputs and the setup under ``prefix/inputs/SET/`` (content-hashed: a set already
+there is not sent again), each worker fetches them and runs the setup before it joins and uploads
+each task's outputs to ``prefix/RUN/outputs/ID/`` before reporting the task
+(:mod:`bats.worker.s3files`), a failed setup shows in :meth:`~Ec2Provisioner.status` as a failed
+machine named in the log, and every release brings the outputs not yet fetched to
+``STATE_DIR/files/outputs``. The machines use their own credentials (an instance profile).
+
+Every call to EC2 goes through :meth:`Ec2Provisioner._api`, so tests point it at moto's server
 (``endpoint_url``) or replace it with a stand-in that raises ``ClientError``.
 """
 
@@ -33,6 +41,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +51,7 @@ from bats.common import clock
 from bats.common.config import ClusterConfig, OptionSpec
 from bats.provisioners import cloud
 from bats.provisioners.base import MachineHandle, NodeState, Provisioner, ProvisionerError
+from bats.worker import s3files
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +101,9 @@ class Ec2Provisioner(Provisioner):
         "status_poll": ("duration", 10.0),  # at most one describe_instances this often
         "api_retries": ("count", 4),  # attempts of a call refused by throttling, capacity or limits
         "api_backoff": ("duration", 0.5),  # first pause between them (doubling, with jitter)
+        "files_s3": ("str", None),  # [files]: where the inputs and outputs pass, "s3://bucket/prefix"
+        "files_endpoint_url": ("str", None),  # another S3 endpoint (a test server, a private endpoint)
+        "files_dir": ("str", "/var/tmp/bats-files"),  # [files]: the machines' files folder (one per machine)
     }
     REQUIRES: ClassVar[dict[str, str]] = {"boto3": "bats[aws]"}
 
@@ -108,6 +121,10 @@ class Ec2Provisioner(Provisioner):
         self._zone: str | None = o.get("zone")
         self._states: tuple[float, dict[str, str]] = (-1e18, {})  # (monotonic time, instance id -> state)
         self.sleep = time.sleep  # tests make the backoff instant
+        self._s3_client: Any = None
+        self._staged: str | None = None  # [files]: the S3 folder the inputs were staged in
+        self._fetched: dict[str, str] = {}  # [files]: output key -> ETag brought back
+        self._setup_failed: set[str] = set()  # machines whose setup failure was reported
 
     @classmethod
     def check_config(cls, cluster: ClusterConfig) -> None:
@@ -117,6 +134,11 @@ class Ec2Provisioner(Provisioner):
                 raise ValueError(key, "required for the ec2 provisioner")
         if o.get("spot_api") not in SPOT_APIS:
             raise ValueError("spot_api", f"expected one of {', '.join(SPOT_APIS)}, got {o.get('spot_api')!r}")
+        if o.get("files_s3"):
+            try:
+                s3files.split_url(o["files_s3"])
+            except ValueError as exc:
+                raise ValueError("files_s3", str(exc)) from None
         if not all(isinstance(g, str) and g for g in o.get("security_groups") or []):
             raise ValueError("security_groups", "expected a list of security group ids")
         cloud.string_table(o.get("tags") or {}, "tags")
@@ -153,6 +175,8 @@ class Ec2Provisioner(Provisioner):
 
     # ------------------------------------------------------------ acquire
     def acquire(self, n: int) -> list[MachineHandle]:
+        if self._files_used() and self._staged is None:
+            self._stage_inputs()
         handles = [self.new_handle() for _ in range(n)]
         launched: list[MachineHandle] = []
         refused: cloud.ApiRefused | None = None
@@ -190,6 +214,7 @@ class Ec2Provisioner(Provisioner):
         if spot:
             extra = ["--spot-notice", o.get("metadata_url", "http://169.254.169.254"),
                      "--spot-poll", f"{o.get('notice_poll', 5.0):g}"]
+        extra += self._files_args(handle)
         argv = cloud.worker_argv(self.bootstrap, self.bootstrap_argv(handle, tuple(extra)),
                                  o.get("worker_command", "bats-worker"))
         user_data = self.user_data.render(self.bootstrap, handle, argv, o.get("install", ""))
@@ -265,6 +290,12 @@ class Ec2Provisioner(Provisioner):
         if instances:
             self._call("terminate_instances", InstanceIds=instances)
             log.info("cluster %s: terminated %s", self.cluster.name, ", ".join(instances))
+        if self._files_used() and self.bootstrap.files is not None and self.bootstrap.files.outputs:
+            try:
+                self._fetch_outputs()
+            except Exception as exc:  # the instances are gone; the outputs stay in S3 for the next fetch
+                log.error("cluster %s: bringing the [files] outputs back from %s failed: %s", self.cluster.name,
+                          self.opts["files_s3"], exc)
 
     def _request_instance(self, request: str) -> str | None:
         try:
@@ -290,7 +321,9 @@ class Ec2Provisioner(Provisioner):
                     self._fulfilled(handle, request["InstanceId"])
                 else:
                     states[handle.machine_id] = REQUEST_STATES.get(request.get("State", ""), NodeState.UNKNOWN)
-        known = [h for h in handles if h.native_id]
+        for machine_id in self._setup_failures(handles):
+            states[machine_id] = NodeState.FAILED
+        known = [h for h in handles if h.native_id and h.machine_id not in states]
         if known:
             seen = self._instance_states([h.native_id for h in known])
             for handle in known:
@@ -364,6 +397,118 @@ class Ec2Provisioner(Provisioner):
         types = self._call("describe_instance_types", InstanceTypes=[self.opts["instance_type"]]).get("InstanceTypes", [])
         vcpus = types[0].get("VCpuInfo", {}).get("DefaultVCpus") if types else None
         return int(vcpus) if isinstance(vcpus, int) and vcpus > 0 else None
+
+    # ------------------------------------------------------------ [files] through S3 (worker/s3files.py)
+    def _files_used(self) -> bool:
+        return self.bootstrap.files is not None and bool(self.opts.get("files_s3"))
+
+    def _s3(self) -> Any:
+        with self._client_lock:
+            if self._s3_client is None:
+                import boto3
+
+                session = boto3.session.Session(profile_name=self.opts.get("profile"),
+                                                region_name=self.opts.get("region"))
+                self._s3_client = session.client("s3", endpoint_url=self.opts.get("files_endpoint_url"))
+        return self._s3_client
+
+    def _where(self) -> tuple[str, str]:
+        return s3files.split_url(self.opts["files_s3"])
+
+    def _run_url(self) -> str:
+        bucket, prefix = self._where()
+        return f"s3://{bucket}/{s3files.join_key(prefix, self.bootstrap.run_id)}"
+
+    def _stage_inputs(self) -> None:
+        """The inputs and the setup to ``PREFIX/inputs/SET/`` (``SET``: their SHA-256 and the
+        setup's), unless that folder is complete already (its ``.bats-set`` mark is written last)."""
+        import hashlib
+
+        files = self.bootstrap.files
+        assert files is not None
+        bucket, prefix = self._where()
+        wanted = hashlib.sha256(f"{files.input_set()}\0{files.setup or ''}".encode()).hexdigest()
+        folder = s3files.join_key(prefix, f"inputs/{wanted}")
+        s3 = self._s3()
+        try:
+            try:
+                s3.head_object(Bucket=bucket, Key=f"{folder}/{s3files.SET_MARK}")
+                log.info("cluster %s: the [files] inputs are in s3://%s/%s already", self.cluster.name, bucket, folder)
+            except Exception as exc:
+                if cloud.error_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+                    raise
+                for path in files.inputs:
+                    s3.upload_file(path, bucket, f"{folder}/{os.path.basename(path)}")
+                if files.setup:
+                    s3.put_object(Bucket=bucket, Key=f"{folder}/{s3files.SETUP_KEY}", Body=files.setup.encode())
+                s3.put_object(Bucket=bucket, Key=f"{folder}/{s3files.SET_MARK}", Body=wanted.encode())
+                log.info("cluster %s: [files] inputs staged in s3://%s/%s", self.cluster.name, bucket, folder)
+        except Exception as exc:
+            raise ProvisionerError(f"cluster {self.cluster.name}: staging the [files] inputs in "
+                                   f"s3://{bucket}/{folder} failed: {exc}") from None
+        self._staged = f"s3://{bucket}/{folder}"
+
+    def _files_args(self, handle: MachineHandle) -> list[str]:
+        """The worker's [files] flags: where its inputs are, where its outputs go, its folder."""
+        if not self._files_used():
+            return []
+        args = ["--files-from", self._staged or "", "--files-to", self._run_url(),
+                "--files-dir", f"{self.opts.get('files_dir') or '/var/tmp/bats-files'}/{handle.machine_id}"]
+        if self.opts.get("files_endpoint_url"):
+            args += ["--files-endpoint", self.opts["files_endpoint_url"]]
+        return args
+
+    def _setup_failures(self, handles: list[MachineHandle]) -> dict[str, str]:
+        """The machines among ``handles`` whose setup failed (they wrote ``RUN/setup-failed/ID``),
+        each named once in the log with the setup's status and last line."""
+        if not self._files_used() or self.bootstrap.files is None or not self.bootstrap.files.setup:
+            return {}
+        bucket, prefix = self._where()
+        run = s3files.join_key(prefix, self.bootstrap.run_id)
+        s3 = self._s3()
+        held = {h.machine_id for h in handles}
+        failed: dict[str, str] = {}
+        answer = s3.list_objects_v2(Bucket=bucket, Prefix=f"{run}/setup-failed/")
+        for item in answer.get("Contents", []):
+            machine = item["Key"].rsplit("/", 1)[-1]
+            if machine not in held:
+                continue
+            body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read(1000)
+            failed[machine] = " ".join(body.decode("utf-8", "replace").split())
+            if machine not in self._setup_failed:
+                self._setup_failed.add(machine)
+                log.error("cluster %s: %s; the machine is given up", self.cluster.name, failed[machine])
+        return failed
+
+    def _fetch_outputs(self) -> None:
+        """The outputs this run's machines uploaded, into ``STATE_DIR/files/outputs/ID/`` (each key
+        once; one that is no task's output path, or larger than ``max_output``, is left in S3 and
+        named in the log: a machine cannot write outside that folder)."""
+        files = self.bootstrap.files
+        assert files is not None
+        bucket, prefix = self._where()
+        outputs = f"{s3files.join_key(prefix, self.bootstrap.run_id)}/outputs/"
+        target = os.path.join(self.bootstrap.state_dir or ".", "files", "outputs")
+        s3 = self._s3()
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=outputs):
+            for item in page.get("Contents", []):
+                key, etag = item["Key"], item.get("ETag", "")
+                if self._fetched.get(key) == etag:
+                    continue
+                task, _, rel = key[len(outputs):].partition("/")
+                parts = rel.split("/")
+                if not task.isdigit() or not rel or any(p in ("", ".", "..") for p in parts):
+                    log.warning("cluster %s: s3://%s/%s is no task's output; left there", self.cluster.name,
+                                bucket, key)
+                elif item.get("Size", 0) > files.max_output:
+                    log.warning("cluster %s: s3://%s/%s is larger than max_output (%d bytes); left there",
+                                self.cluster.name, bucket, key, files.max_output)
+                else:
+                    path = os.path.join(target, task, *parts)
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    s3.download_file(bucket, key, path + ".part")
+                    os.replace(path + ".part", path)
+                self._fetched[key] = etag
 
     # ------------------------------------------------------------ the spot price
     def price_now(self) -> float | None:

@@ -19,6 +19,8 @@ hello again, on a fresh socket, every ``JOIN_RETRY_S``.
 ``stop`` and SIGTERM/SIGINT kill the running tasks' process groups, send ``bye`` and exit 0.
 ``cancel`` (another copy of the task ended first on another machine) kills that attempt's process
 group, or drops it from the queue, sends no result and asks for a task in its place.
+``--files-from``/``--files-to`` (a cloud machine's ``[files]``, :mod:`bats.worker.s3files`) fetch
+the inputs and run the setup before the first hello.
 ``--noop`` answers each task at once without running it (master benchmarks).
 ``--spot-notice URL`` starts a :class:`~bats.worker.spot.SpotWatcher` on the instance metadata;
 its notice wakes the loop through a pipe and the worker sends ``interruption`` (once welcomed), so
@@ -555,6 +557,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "interruption notice and tell the master at once")
     p.add_argument("--spot-poll", type=_positive_duration, default=5.0, metavar="SECONDS",
                    help="how often to look for the notice (default 5)")
+    p.add_argument("--files-from", metavar="S3_URL",
+                   help="[files] on a cloud machine: fetch the inputs (and setup) staged there before joining")
+    p.add_argument("--files-to", metavar="S3_URL", help="[files]: upload each task's outputs under this location")
+    p.add_argument("--files-dir", metavar="DIR", default="/var/tmp/bats-files",
+                   help="this machine's files folder, $BATS_FILES (default /var/tmp/bats-files)")
+    p.add_argument("--files-endpoint", metavar="URL", help="another S3 endpoint (a test server, a private endpoint)")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="default WARNING")
     return p
@@ -585,6 +593,14 @@ def main(argv: list[str] | None = None) -> int:
         spot_notice=args.spot_notice, spot_poll_s=args.spot_poll,
         reap_detached=reaper.become_subreaper(),
     )
+    if args.files_from or args.files_to:  # before hello: a machine that cannot get its files never joins
+        from bats.worker import s3files  # boto3 only here
+
+        try:
+            s3files.prepare(args.files_from, args.files_to, args.files_dir, args.machine, args.files_endpoint)
+        except s3files.FilesError as exc:
+            log.error("%s", exc)
+            return 1
     if not args.server_key:
         log.warning("no --server-key: connecting to %s without encryption (the master must run --insecure)",
                     args.master)

@@ -312,15 +312,20 @@ def _files(config: Config, config_dir: str):
         other = [f"{name} ({cl.provisioner})" for name, cl in config.clusters.items()
                  if cl.provisioner not in FILES_PROVISIONERS]
         if other:
-            raise UsageError(f"{config.source}: [files]: ships files to local and ssh machines only, not to "
+            raise UsageError(f"{config.source}: [files]: ships files to local, ssh and ec2 machines only, not to "
                              f"{', '.join(other)}")
+        no_bucket = [name for name, cl in config.clusters.items()
+                     if cl.provisioner == "ec2" and not cl.options.get("files_s3")]
+        if no_bucket:
+            raise UsageError(f"{config.source}: [clusters.{no_bucket[0]}] files_s3: required with [files] (where "
+                             "the inputs and outputs pass, \"s3://bucket/prefix\")")
     try:
         return resolved(config.files, config_dir, f"{config.source}: [files]")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
 
-FILES_PROVISIONERS = ("local", "ssh")  # the back ends that carry [files] (common/files.py)
+FILES_PROVISIONERS = ("local", "ssh", "ec2")  # the back ends that carry [files] (common/files.py)
 
 
 def _endpoints(config: Config) -> tuple[str, str | None]:

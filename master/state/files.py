@@ -6,7 +6,9 @@ How this works. :func:`wrapped` puts a few lines of POSIX shell around a task's 
 every input into it, run the command there in a subshell, then move each output the patterns name
 (``{id}`` replaced) to ``$BATS_FILES/outputs/ID/`` (whole, by rename; a later attempt's replaces an
 earlier one's), refusing a file over ``max_output`` (the task then fails, saying which file and the
-limit), and remove the task's folder. The exit status is the command's. No I/O here.
+limit), upload them where the machine has a ``$BATS_FILES/push`` (a cloud machine's, written by
+:mod:`bats.worker.s3files`: a failed upload fails the task), and remove the task's folder. The exit
+status is the command's. No I/O here.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ def wrapped(command: str, task_id: int, files: FilesConfig) -> str:
             f'  echo "bats: [files] output(s)$bats_big larger than max_output ({files.max_output} bytes): not kept" >&2',
             "  if [ $bats_rc -eq 0 ]; then bats_rc=1; fi",
             "fi",
+            # a cloud machine uploads them before the result is sent (bats.worker.s3files)
+            f'if [ -x "$BATS_FILES/push" ] && [ -d "$bats_o" ]; then "$BATS_FILES/push" {task_id} || '
+            f'{{ echo "bats: [files] the outputs of task {task_id} were not uploaded" >&2; '
+            "if [ $bats_rc -eq 0 ]; then bats_rc=1; fi; }; fi",
         ]
     lines += ['cd "$BATS_FILES" && rm -rf "$bats_w"', "exit $bats_rc"]
     return "\n".join(lines)

@@ -94,7 +94,7 @@ def test_a_failing_setup_gives_the_machines_up_saying_why(tmp_path: Path):
     ('[files]\nmax_output = "lots"', "[files] max_output: expected a size such as \"50MB\""),
     ('[files]\ncopy = ["a"]', "[files] copy: unknown key"),
     ('[files]\nsetup = "true"\n[clusters.q]\nprovisioner = "sge"\nmax = 1\n',
-     "[files]: ships files to local and ssh machines only, not to q (sge)"),
+     "[files]: ships files to local, ssh and ec2 machines only, not to q (sge)"),
 ])
 def test_bad_files_tables_are_one_line_errors(tmp_path: Path, table: str, message: str):
     (tmp_path / "c.toml").write_text(table + "\n" + LOCAL)
