@@ -1,9 +1,14 @@
 """Does the execution keep the chosen option's promise? A simulator study over random pools.
 
 For each random pool (2-5 clusters, small spot-like prices, speeds 1-8x, ATU 10 min / 1 h /
-mixed, boot delays 0-3 min, 300-``--max-tasks`` tasks, normal, Lévy, multi-modal or bimodal
-runtimes) the bag is run by ``bats-sim``'s simulator with the cheapest, the fastest and a middle
-option, the cushion accepted. Counted: runs over budget (the execution spent more than budget +
+mixed, boot delays 0-3 min, 300-``--max-tasks`` tasks, runtimes from one of eleven families: the
+papers' normal, Lévy and multi-modal bags, bimodal, a few long tasks among many short ones, and
+six real-like shapes of ``master/sim/runtimes.py``, the heavy tail among them) the bag is run by
+``bats-sim``'s simulator in every way of choosing (:data:`WAYS`): the cheapest, a middle and the
+fastest option with the cushion accepted, ``--schedule budget:X`` and ``--budget A`` up front
+with X between the cheapest and the fastest option's budgets, and the cheapest option with the
+cushion declined. The calibration columns compare each run with the odds its option stated
+(``Option.odds``: within the P90 makespan, within the P99 cost; n/a while no option states any). Counted: runs over budget (the execution spent more than budget +
 cushion; goal 0), runs incomplete (goal <= 1 %), tasks killed by a release although they would
 have ended inside their machine's paid time (goal 0), every killed task and the paid seconds
 they threw away, and how late the execution ended against the chosen option's makespan. The
@@ -35,8 +40,6 @@ from bats.master.core.bats.policy import BatsCore, Choice
 from bats.master.core.planning.paid_time import with_machines_up
 from bats.master.sim.driver import Simulator, simulate
 from bats.master.sim.runtimes import parse_runtimes
-
-SCHEDULES = ("cheapest", "middle", "fastest")
 
 # the same 60 pools (--pools 60 --seed 1) measured as the policy changed; kept by hand
 HISTORY = [
@@ -237,6 +240,19 @@ class CountingSimulator(Simulator):
         super()._do_release(action)
 
 
+# the runtime families: the papers' four, the heavy tail, few long tasks among many short ones, and
+# five more real-like shapes (parametric mixtures, not traces: master/sim/runtimes.py)
+OLD_FAMILIES = ("normal", "levy", "mdb", "bimodal")
+SHAPE_FAMILIES = ("heavy", "wide", "stragglers", "stages", "powerlaw", "spiky")
+FAMILIES = (*OLD_FAMILIES, "fewlong", *SHAPE_FAMILIES)
+
+
+def family_of(runtimes: str) -> str:
+    """The family a runtime spec belongs to (a shape is named by its shape)."""
+    kind, _sep, args = runtimes.partition(":")
+    return args.split(",")[0] if kind == "shape" else kind
+
+
 def random_pool(rng: random.Random, max_tasks: int, billing: str = "hourly") -> tuple[Config, int, str]:
     if billing == "fine":
         return fine_pool(rng, max_tasks)
@@ -251,8 +267,19 @@ def random_pool(rng: random.Random, max_tasks: int, billing: str = "hourly") -> 
                                           options={"slowdown": 1.0, "startup": rng.choice([0.0, 30.0, 90.0, 180.0])},
                                           speed=speed)
     tasks = rng.randint(300, max(300, max_tasks))
-    runtimes = rng.choice([f"normal:{rng.randint(2, 20)}m,{rng.randint(10, 180)}s", "levy:12m,45m", "mdb",
-                           f"bimodal:{rng.randint(1, 5)}m,{rng.randint(20, 60)}m,{rng.choice([0.05, 0.1, 0.2])}"])
+    family = rng.choice(FAMILIES)
+    if family == "normal":
+        runtimes = f"normal:{rng.randint(2, 20)}m,{rng.randint(10, 180)}s"
+    elif family == "levy":
+        runtimes = "levy:12m,45m"
+    elif family == "mdb":
+        runtimes = "mdb"
+    elif family == "bimodal":
+        runtimes = f"bimodal:{rng.randint(1, 5)}m,{rng.randint(20, 60)}m,{rng.choice([0.05, 0.1, 0.2])}"
+    elif family == "fewlong":  # about one task in 400 takes hours
+        runtimes = f"fewlong:{rng.randint(1, 5)}m,{rng.randint(2, 6)}h,{max(1, tasks // 400)}"
+    else:  # the issue's real workloads were scaled to a 10-minute mean
+        runtimes = f"shape:{family},10m"
     return Config(MasterConfig(), clusters), tasks, runtimes
 
 
@@ -273,35 +300,80 @@ def fine_pool(rng: random.Random, max_tasks: int) -> tuple[Config, int, str]:
                                           speed=speed)
     tasks = rng.randint(200, max(200, min(3000, max_tasks)))
     mean = math.exp(rng.uniform(math.log(20.0), math.log(1200.0)))  # on a cluster of speed 1
-    runtimes = rng.choice([f"normal:{mean:.0f}s,{mean * rng.uniform(0.05, 0.3):.0f}s",
-                           f"levy:{0.8 * mean:.0f}s,{3 * mean:.0f}s",
-                           f"bimodal:{mean / 3:.0f}s,{3 * mean:.0f}s,{rng.choice([0.05, 0.1, 0.2])}"])
+    family = rng.choice([f for f in FAMILIES if f != "mdb"])  # mdb is fixed at the papers' 15 minutes
+    if family == "normal":
+        runtimes = f"normal:{mean:.0f}s,{mean * rng.uniform(0.05, 0.3):.0f}s"
+    elif family == "levy":
+        runtimes = f"levy:{0.8 * mean:.0f}s,{3 * mean:.0f}s"
+    elif family == "bimodal":
+        runtimes = f"bimodal:{mean / 3:.0f}s,{3 * mean:.0f}s,{rng.choice([0.05, 0.1, 0.2])}"
+    elif family == "fewlong":
+        runtimes = f"fewlong:{mean:.0f}s,{40 * mean:.0f}s,{max(1, tasks // 400)}"
+    else:
+        runtimes = f"shape:{family},{mean:.0f}s"
     return Config(MasterConfig(), clusters), tasks, runtimes
 
 
-def middle_option(config: Config, tasks: int, runtimes: str, seed: int) -> str | None:
+# the ways of choosing: (name in the tables, how): after sampling, a schedule with the cushion
+# accepted or declined, a budget amount; before it, a budget up front
+WAYS = ("cheapest", "middle", "fastest", "budget:X", "--budget A", "cheapest, no cushion")
+
+
+def plan_of(config: Config, tasks: int, runtimes: str, seed: int) -> tuple[list, float] | None:
+    """The options the run offers and the sampling's cost (a --plan-only run of the same seed)."""
     sim = simulate(config, tasks, parse_runtimes(runtimes), seed, choice=Choice(plan_only=True))
     core = sim.core
     if not isinstance(core, BatsCore) or not core.options:
         return None
-    return str(core.options[len(core.options) // 2].id)
+    return list(core.options), float(core.sampling_cost or 0.0)
 
 
-def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, list, list]:
-    """Every schedule on one pool: the counters, the rows that missed a goal, per completed run
-    (schedule, actual / planned execution makespan - 1, tasks per machine at the choice, runtime
-    distribution), and per
-    run (schedule, cushion / budget, execution spent / budget, sampling / total cost)."""
+def choice_of(way: str, options: list, sampling_cost: float, amount: float) -> Choice | None:
+    """The flags an operator choosing ``way`` gives; ``amount`` is the budget between the cheapest
+    and the fastest option's that budget:X and --budget A (with the sampling's cost) name."""
+    if way in ("cheapest", "fastest"):
+        return Choice(policy="bats", schedule=way, cushion=True)
+    if way == "middle":
+        return Choice(policy="bats", schedule=str(options[len(options) // 2].id), cushion=True)
+    if way == "budget:X":
+        return Choice(policy="bats", schedule=f"budget:{amount:.9g}", cushion=True)
+    if way == "--budget A":
+        return Choice(policy="bats", budget=float(f"{sampling_cost + amount:.9g}"), cushion=True)
+    if way == "cheapest, no cushion":
+        return Choice(policy="bats", schedule="cheapest", cushion=False)
+    raise ValueError(way)
+
+
+def _labelled(options: list, label: str):
+    return next((o for o in options if label == o.label or label in o.also), None)
+
+
+def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, list, list, list]:
+    """Every way of choosing on one pool: the counters, the rows that missed a goal, per completed
+    run (way, actual / planned execution makespan - 1, tasks per machine at the choice, runtime
+    family, the error split), per run (way, cushion / budget, spent / budget, sampling / total
+    cost), and per run the calibration (way, family, billing-free: within the stated P90
+    makespan, within the stated P99 cost; None where the option stated no odds or, for the
+    makespan, the run did not complete)."""
     p, config, tasks, runtimes, run_seed = args
     totals: Counter = Counter()
     rows: list = []
     lateness: list = []
     money: list = []
-    for schedule in SCHEDULES:
-        spec = middle_option(config, tasks, runtimes, run_seed) if schedule == "middle" else schedule
-        if spec is None:
+    calibration: list = []
+    plan = plan_of(config, tasks, runtimes, run_seed)
+    if plan is None:
+        totals["no plan"] += len(WAYS)
+        return totals, rows, lateness, money, calibration
+    options, sampling_cost = plan
+    low = _labelled(options, "cheapest") or min(options, key=lambda o: o.budget)
+    high = _labelled(options, "fastest") or max(options, key=lambda o: o.budget)
+    amount = low.budget + random.Random(run_seed).uniform(0.1, 0.9) * max(0.0, high.budget - low.budget)
+    kind = family_of(runtimes)
+    for way in WAYS:
+        choice = choice_of(way, options, sampling_cost, amount)
+        if choice is None:
             continue
-        choice = Choice(policy="bats", schedule=spec, cushion=True)
         sim = simulate(config, tasks, parse_runtimes(runtimes), run_seed, choice=choice,
                        simulator=CountingSimulator)
         report = sim.report()
@@ -309,9 +381,10 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
         if budget is None:  # stopped before a choice (nothing to plan with)
             totals["no plan"] += 1
             continue
-        over = report["cost"]["execution"] > budget + report.get("cushion", 0.0) + 1e-9
+        up_front = choice.budget is not None
+        spent = report["cost"]["total"] if up_front else report["cost"]["execution"]  # what the budget paid
+        over = spent > budget + report.get("cushion", 0.0) + 1e-9
         incomplete = report["status"] != "done"
-        kind = runtimes.split(":")[0]
         totals["runs"] += 1
         totals["over budget"] += over
         totals["incomplete"] += incomplete
@@ -329,25 +402,30 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
         totals["idle cost"] += report["cost"].get("idle", 0.0)
         totals["total cost"] += report["cost"]["total"]
         core = sim.core
-        planned = (report.get("selected") or {}).get("makespan_s")
+        selected = report.get("selected") or {}
+        planned = selected.get("makespan_s")
         started = getattr(core, "execution_started_at", None)
+        actual = None
         if not incomplete and planned and started is not None and core.last_finish_at is not None:
-            machines = sum((report.get("selected") or {}).get("machines", {}).values()) or 1
+            machines = sum(selected.get("machines", {}).values()) or 1
             per_machine = (report.get("tasks_at_plan") or 0) / machines
             actual = core.last_finish_at - started
             oracle = sim.oracle_s if sim.oracle_s and sim.oracle_s > 0 else None
-            lateness.append((schedule, actual / planned - 1.0, per_machine, kind,
+            lateness.append((way, actual / planned - 1.0, per_machine, kind,
                              None if oracle is None or sim.mean_bias is None
                              else (oracle / planned - 1.0, actual / oracle - 1.0, *sim.mean_bias)))
-        if budget > 0:  # the money: (schedule, cushion offered / budget, execution spent / budget,
-            # sampling's share of the run's total cost)
+        odds = selected.get("odds")
+        calibration.append((way, kind, incomplete, over,
+                            None if not odds or actual is None else actual <= odds["makespan_p90_s"] * (1 + 1e-9),
+                            None if not odds else spent <= odds["cost_p99"] * (1 + 1e-9) + 1e-9))
+        if budget > 0:  # the money: (way, cushion offered / budget, spent / budget, sampling / total)
             total = report["cost"]["total"]
-            money.append((schedule, report.get("cushion", 0.0) / budget, report["cost"]["execution"] / budget,
+            money.append((way, report.get("cushion", 0.0) / budget, spent / budget,
                           report["cost"]["sampling"] / total if total > 0 else 0.0))
         if over or incomplete or sim.killed_in_paid_time:
-            rows.append((p, schedule, tasks, runtimes, len(config.clusters), report["status"],
+            rows.append((p, way, tasks, runtimes, len(config.clusters), report["status"],
                          report["reason"], sim.killed, sim.killed_in_paid_time))
-    return totals, rows, lateness, money
+    return totals, rows, lateness, money, calibration
 
 
 def study(pools: int, max_tasks: int, seed: int, jobs: int, billing: str = "hourly") -> dict:
@@ -360,13 +438,15 @@ def study(pools: int, max_tasks: int, seed: int, jobs: int, billing: str = "hour
     rows: list = []
     lateness: list = []
     money: list = []
+    calibration: list = []
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for counts, missed, late, spent in pool.map(run_pool, work, chunksize=4):
+        for counts, missed, late, spent, calib in pool.map(run_pool, work, chunksize=2):
             totals.update(counts)
             rows.extend(missed)
             lateness.extend(late)
             money.extend(spent)
-    return {"totals": totals, "rows": rows, "lateness": lateness, "money": money}
+            calibration.extend(calib)
+    return {"totals": totals, "rows": rows, "lateness": lateness, "money": money, "calibration": calibration}
 
 
 def _quantile(values: list[float], q: float) -> float | None:
@@ -390,24 +470,99 @@ def _split_cells(values: list[float]) -> str:
             f"{100 * (_quantile(values, 0.9) or 0.0):+.1f} %")
 
 
+def _share(flags: list, places: int = 0) -> str:
+    """The share of True among the known ``flags`` (None: not known), or n/a when none is known."""
+    known = [f for f in flags if f is not None]
+    if not known:
+        return "n/a"
+    return f"{100 * sum(known) / len(known):.{places}f} % ({len(known)})"
+
+
+def _way_cells(result: dict, way: str | None, family: str | None) -> str:
+    """runs | incomplete | over budget + cushion | late > +5 % | median | p90 | within P90 | within P99."""
+    calib = [c for c in result["calibration"] if way in (None, c[0]) and family in (None, c[1])]
+    late = [v for w, v, _per, k, _o in result["lateness"] if way in (None, w) and family in (None, k)]
+    n = len(calib)
+    if not n:
+        return ""
+    incomplete = sum(c[2] for c in calib)
+    over = sum(c[3] for c in calib)
+    errors = (f"{100 * sum(v > 0.05 for v in late) / len(late):.0f} % | {100 * statistics.median(late):+.1f} % | "
+              f"{100 * (_quantile(late, 0.9) or 0.0):+.1f} %") if late else "- | - | -"
+    return (f"{n} | {incomplete} ({100 * incomplete / n:.1f} %) | {over} | {errors} | "
+            f"{_share([c[4] for c in calib])} | {_share([c[5] for c in calib], 1)}")
+
+
+def ways_table(result: dict) -> list[str]:
+    """Every way of choosing: what it kept of its word, and the calibration of the odds it stated."""
+    lines = [
+        "Every way of choosing (\"late\" and the errors: the execution's makespan against the chosen row's, "
+        "completed runs; the cushion: as offered, a share of the budget; the last two columns: the share of "
+        "the completed runs that ended within the P90 makespan their option stated, and of all runs that "
+        "cost no more than its P99 cost, counted over the runs whose option stated odds, n/a when none did):",
+        "",
+        "| way of choosing | runs | incomplete | over budget + cushion | late > +5 % | median error | p90 error "
+        "| cushion: median share of budget | within stated P90 makespan | within stated P99 cost |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for way in (*WAYS, None):
+        cells = _way_cells(result, way, None)
+        if not cells:
+            continue
+        cushions = [cu for s, cu, _sp, _sa in result["money"] if way in (None, s)]
+        cushion = f"{100 * statistics.median(cushions):.0f} %" if cushions else "-"
+        head, rest = cells.split(" | ", 1)
+        *first, p90, p99 = rest.split(" | ")
+        lines.append(f"| {way or 'all'} | {head} | " + " | ".join(first) + f" | {cushion} | {p90} | {p99} |")
+    return lines
+
+
+def family_table(result: dict) -> list[str]:
+    """The same per runtime family and way of choosing."""
+    lines = [
+        "By runtime family and way of choosing:",
+        "",
+        "| family | way of choosing | runs | incomplete | over budget + cushion | late > +5 % | median error "
+        "| p90 error | within stated P90 makespan | within stated P99 cost |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for family in FAMILIES:
+        for way in (*WAYS, None):
+            cells = _way_cells(result, way, family)
+            if cells:
+                lines.append(f"| {family} | {way or 'all'} | {cells} |")
+    return lines
+
+
 def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float, jobs: int,
              billing: str = "hourly") -> str:
     t = result["totals"]
     runs = t["runs"] or 1
+    families = "normal, Lévy, multi-modal, bimodal, few-long (`fewlong`) or one of six real-like shapes (`shape:`)"
     pools_text = ("2-5 clusters (small spot-like prices, speeds 1-8x, ATU 10 min / 1 h / mixed, boot delays 0-3 min), "
-                  f"300-{max_tasks} tasks with normal, Lévy, multi-modal or bimodal runtimes"
+                  f"300-{max_tasks} tasks with {families} runtimes"
                   if billing == "hourly" else
                   "2-5 clusters billed as today's clouds bill (half the pools per second after a 60 s minimum, half "
                   "per minute; speeds 1-8x, boots of 20 s to 3 min), "
-                  f"200-{min(3000, max_tasks)} tasks whose mean runtime is 20 s to 20 min, normal, Lévy or bimodal")
+                  f"200-{min(3000, max_tasks)} tasks whose mean runtime is 20 s to 20 min, "
+                  f"{families.replace('multi-modal, ', '')}")
     lines = [
         "# Execution study: does a run keep the chosen option's promise?"
         + ("" if billing == "hourly" else " (per-second and per-minute billing)"),
         "",
         (f"Generated by `make execution-study` (`python bench/execution_study.py --pools {pools} "
          f"--max-tasks {max_tasks} --seed {seed}" + ("" if billing == "hourly" else f" --billing {billing}")
-         + f"`), {wall_s:.0f} s wall on {jobs} process(es). Random pools of {pools_text}; each bag run with the "
-         "cheapest, a middle and the fastest option, the cushion accepted."),
+         + f"`), {wall_s:.0f} s wall on {jobs} process(es). Random pools of {pools_text}; each bag run in "
+         "every way of choosing: the cheapest, a middle and the fastest option with the cushion accepted, "
+         "`--schedule budget:X` (X drawn between the cheapest and the fastest option's budgets, the cushion "
+         "accepted), `--budget A` up front (A = X plus what the sampling costs, the cushion accepted) and the "
+         "cheapest option with the cushion declined."),
+        "",
+        *ways_table(result),
+        "",
+        *family_table(result),
+        "",
+        "The totals over every run:",
         "",
         "| measure | value | goal |",
         "|---|---|---|",
@@ -429,7 +584,7 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         "| runtimes | runs | incomplete |",
         "|---|---|---|",
     ]
-    for kind in ("normal", "levy", "mdb", "bimodal"):
+    for kind in FAMILIES:
         n = t[f"runs {kind}"]
         if n:
             lines.append(f"| {kind} | {n} | {t[f'incomplete {kind}']} ({100 * t[f'incomplete {kind}'] / n:.1f} %) |")
@@ -440,7 +595,7 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         "| schedule | runs | median | p90 | late (> +5 %) |",
         "|---|---|---|---|---|",
     ]
-    for schedule in SCHEDULES:
+    for schedule in WAYS:
         values = [v for s, v, _, _, _ in result["lateness"] if s == schedule]
         if not values:
             continue
@@ -455,7 +610,7 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         "| schedule | runs | median | median abs | p90 | late (> +5 %) |",
         "|---|---|---|---|---|---|",
     ]
-    for schedule in (*SCHEDULES, "all"):
+    for schedule in (*WAYS, "all"):
         values = [v for s, v, per, _, _ in result["lateness"] if schedule in (s, "all") and per >= 10]
         if values:
             lines.append(f"| {schedule} | {_error_cells(values)} |")
@@ -471,7 +626,7 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         "| runtimes | runs | median | median abs | p90 | late (> +5 %) |",
         "|---|---|---|---|---|---|",
     ]
-    for kind in ("normal", "levy", "mdb", "bimodal"):
+    for kind in FAMILIES:
         values = [v for _, v, per, k, _ in result["lateness"] if k == kind and per >= 10]
         if values:
             lines.append(f"| {kind} | {_error_cells(values)} |")
@@ -489,7 +644,7 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         "| mean: median | §2.1 average: median |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for kind in ("normal", "levy", "mdb", "bimodal", "all"):
+    for kind in (*FAMILIES, "all"):
         split = [o for _, _, per, k, o in result["lateness"] if kind in (k, "all") and per >= 10 and o is not None]
         if split:
             lines.append(f"| {kind} | {len(split)} | " + _split_cells([o[0] for o in split]) + " | "
@@ -503,7 +658,7 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         "| schedule | runs | cushion: median | spent: median | spent: p90 | spent into the cushion | sampling share of the total: median |",
         "|---|---|---|---|---|---|---|",
     ]
-    for schedule in SCHEDULES:
+    for schedule in WAYS:
         rows_of = [(cu, sp, sa) for s, cu, sp, sa in result["money"] if s == schedule]
         if not rows_of:
             continue
