@@ -232,9 +232,9 @@ def yes_no(value: bool | None) -> str:
     return "–" if value is None else ("yes" if value else "**NO**")
 
 
-def header_lines(seed: int, wall_s: float) -> list[str]:
+def header_lines(seed: int, wall_s: float, argv: Sequence[str] | None = None) -> list[str]:
     return generated_by("The policies compared", "bench/compare.py", "make compare", f"seed {seed}", wall_s,
-                        HEADER_END)
+                        HEADER_END, argv)
 
 
 def render(rows: Sequence[Row], settings: Sequence[Setting], tasks: int, seed: int, header: Sequence[str]) -> str:
@@ -389,7 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.extend(run_setting(setting, args.tasks, args.seed))
         log.info("%s: %d runs", setting.title, sum(1 for r in rows if r.setting == setting.key))
     wall = time.perf_counter() - started
-    text = render(rows, args.settings, args.tasks, args.seed, header_lines(args.seed, wall))
+    header = header_lines(args.seed, wall, sys.argv[1:] if argv is None else argv)
+    text = render(rows, args.settings, args.tasks, args.seed, header)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=args.out.parent, delete=False) as tmp:
         tmp.write(text)

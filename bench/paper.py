@@ -455,9 +455,9 @@ def machines_tuple(option: dict[str, Any]) -> tuple[int, ...]:
 
 
 # ---------------------------------------------------------------- the document
-def header_lines(seeds: Sequence[int], wall_s: float) -> list[str]:
+def header_lines(seeds: Sequence[int], wall_s: float, argv: Sequence[str] | None = None) -> list[str]:
     return generated_by("BaTS paper reproduction: Table 1 and Table 2", "bench/paper.py", "make paper",
-                        f"{len(seeds)} seed(s)", wall_s, HEADER_END)
+                        f"{len(seeds)} seed(s)", wall_s, HEADER_END, argv)
 
 
 def seeds_text(seeds: Sequence[int]) -> str:
@@ -1071,7 +1071,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     results = collect(args.scenarios, seeds)
     wall = time.perf_counter() - started
-    text = render(results, header_lines(seeds, wall))
+    text = render(results, header_lines(seeds, wall, sys.argv[1:] if argv is None else argv))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     over = sum(1 for r in results.runs if not r.within_budget)

@@ -76,9 +76,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
             + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def header_lines(bags: int, wall_s: float) -> list[str]:
+def header_lines(bags: int, wall_s: float, argv: Sequence[str] | None = None) -> list[str]:
     return generated_by("Seed 003 reproduction: Pareto fronts, exact and genetic (Tables 2-5)",
-                        "bench/paper_pareto.py", "make paper", f"{bags} bag(s) per workload", wall_s, HEADER_END)
+                        "bench/paper_pareto.py", "make paper", f"{bags} bag(s) per workload", wall_s, HEADER_END,
+                        argv)
 
 
 def render(pairs: list[s3.FrontPair], bags: int, header: Sequence[str]) -> str:
@@ -222,7 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="[paper-pareto %(asctime)s] %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     started = time.perf_counter()
     pairs = collect([m for m in s3.MIXES if m in mixes], args.bags)
-    text = render(pairs, args.bags, header_lines(args.bags, time.perf_counter() - started))
+    text = render(pairs, args.bags, header_lines(args.bags, time.perf_counter() - started,
+                                                   sys.argv[1:] if argv is None else argv))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out} ({len(pairs)} bags, {time.perf_counter() - started:.1f} s)")
