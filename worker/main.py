@@ -21,6 +21,8 @@ hello again, on a fresh socket, every ``JOIN_RETRY_S``.
 group, or drops it from the queue, sends no result and asks for a task in its place.
 ``--files-from``/``--files-to`` (a cloud machine's ``[files]``, :mod:`bats.worker.s3files`) fetch
 the inputs and run the setup before the first hello.
+A welcome naming a shell this machine lacks (``[master] shell``) makes the worker leave with a
+``bye`` saying so, rather than fail every task with 127.
 ``--noop`` answers each task at once without running it (master benchmarks).
 ``--spot-notice URL`` starts a :class:`~bats.worker.spot.SpotWatcher` on the instance metadata;
 its notice wakes the loop through a pipe and the worker sends ``interruption`` (once welcomed), so
@@ -38,6 +40,7 @@ import contextlib
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -323,6 +326,10 @@ class Worker:
         self.slots = msg["slots"]
         self.capacity = self.slots + msg["prefetch"]
         self.shell = msg["shell"]
+        if shutil.which(self.shell) is None:  # every task would fail with 127: this machine cannot serve
+            log.error("[master] shell %s: not installed on this machine; leaving", self.shell)
+            self._exit_reason = f"[master] shell {self.shell}: not installed on this machine"
+            return
         self._start_queued(now)  # a reconnect's welcome may give more slots
         if self._welcomed:
             log.debug("welcome while already welcomed; nothing more to ask")

@@ -318,9 +318,11 @@ class Server(Driver):
             ))
         elif kind == "ask":
             self._feed(c.WorkerAsked(clock.now(), peer.machine, msg["n"]))
-        elif kind == "bye":
+        elif kind == "bye":  # it left on its own (a signal, its shell missing): the machine is no use, let it go
+            reason = f"worker left ({msg['reason']})"
+            log.warning("%s: %s; its tasks go back into the bag", peer.machine, reason)
             self._forget(peer)
-            self._feed(c.MachineLost(clock.now(), peer.machine, f"worker left ({msg['reason']})"))
+            self.fleet.lose(peer.machine, reason, clock.now())
         elif kind == "interruption":  # the cloud takes the machine soon: its tasks go elsewhere now
             reason = f"spot interruption notice ({msg['action'][:20]} at {msg['time'][:40]})"
             log.warning("%s: %s; its tasks go back into the bag", peer.machine, reason)

@@ -389,6 +389,15 @@ def test_sigterm_sends_bye_and_exits_zero(master: FakeMaster, spawn: Any) -> Non
     wait_for(lambda: pid_gone(child.pid), 3, "the task's child to be gone")
 
 
+def test_a_welcome_naming_a_shell_this_machine_lacks_makes_the_worker_leave_saying_so(master: FakeMaster,
+                                                                                       spawn: Any) -> None:
+    proc = spawn(master.endpoint)
+    master.expect("hello", timeout=10)
+    master.welcome(shell="/nonexistent/zsh")
+    assert master.expect("bye")["reason"] == "[master] shell /nonexistent/zsh: not installed on this machine"
+    wait_exit(proc, 5)
+
+
 def test_a_machine_stopped_from_outside_does_not_fail_its_task(master: FakeMaster, spawn: Any) -> None:
     """A batch scheduler stopping a job signals every process of it, the task possibly a moment
     before the worker: the worker leaves without reporting the task, which goes back into the bag."""
