@@ -124,7 +124,8 @@ class Ec2Provisioner(Provisioner):
         self._s3_client: Any = None
         self._staged: str | None = None  # [files]: the S3 folder the inputs were staged in
         self._fetched: dict[str, str] = {}  # [files]: output key -> ETag brought back
-        self._setup_failed: set[str] = set()  # machines whose setup failure was reported
+        self._failures_seen: dict[str, str] = {}  # machine -> its setup failure, named in the log once
+        self._failures_read_at = -1e18  # monotonic time of the last look for them
 
     @classmethod
     def check_config(cls, cluster: ClusterConfig) -> None:
@@ -463,6 +464,10 @@ class Ec2Provisioner(Provisioner):
         each named once in the log with the setup's status and last line."""
         if not self._files_used() or self.bootstrap.files is None or not self.bootstrap.files.setup:
             return {}
+        now = time.monotonic()
+        if now - self._failures_read_at < self.opts.get("status_poll", 10.0):
+            return {m: why for m, why in self._failures_seen.items() if m in {h.machine_id for h in handles}}
+        self._failures_read_at = now  # one list at most every status_poll, like describe_instances
         bucket, prefix = self._where()
         run = s3files.join_key(prefix, self.bootstrap.run_id)
         s3 = self._s3()
@@ -474,10 +479,11 @@ class Ec2Provisioner(Provisioner):
             if machine not in held:
                 continue
             body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read(1000)
-            failed[machine] = " ".join(body.decode("utf-8", "replace").split())
-            if machine not in self._setup_failed:
-                self._setup_failed.add(machine)
+            said = " ".join(body.decode("utf-8", "replace").split())  # one line, no terminal controls
+            failed[machine] = "".join(ch for ch in said if ch.isprintable())[:500]
+            if machine not in self._failures_seen:
                 log.error("cluster %s: %s; the machine is given up", self.cluster.name, failed[machine])
+            self._failures_seen[machine] = failed[machine]
         return failed
 
     def _fetch_outputs(self) -> None:
