@@ -11,7 +11,7 @@ it without loading the planners (:mod:`.planning.planner` makes them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -57,4 +57,6 @@ class Option:
     rounding: str  # "" (dN <= 0 from the start), "a" (budget raised), "b" (cushion pays dN tasks)
     pareto: bool  # the configuration is Pareto-optimal in (makespan_s, cost)
     also: tuple[str, ...] = ()  # other labels that produced the same configuration
-    odds: Odds | None = None  # makespan and cost as a distribution (None: not estimated)
+    # makespan and cost as a distribution (None: not estimated); a replayed estimate, so two
+    # options with the same configuration and figures are equal whatever their odds say
+    odds: Odds | None = field(default=None, compare=False)

@@ -128,6 +128,11 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
     # every sampling machine is marked for the end of its first ATU minus the margin (100 - 10 s);
     # a1 can still run a 10 s task before t=90, so it gets one
     (dispatch,) = [a for a in actions if isinstance(a, c.Dispatch)]
+    # every option also states its odds (tests/core/test_odds.py); every task took exactly its
+    # mean, so the median replay is the option's own makespan
+    (offered,) = [a for a in actions if isinstance(a, c.OfferOptions)]
+    assert all(o.odds is not None and o.odds.makespan_p50_s >= o.makespan_s - 1e-9 for o in offered.options)
+    assert offered.options[0].odds.makespan_p50_s == pytest.approx(options[0].makespan_s)
     assert actions == [c.WakeAt(90.0)] * 4 + [offer, dispatch] and dispatch.machine == "a1"
     # each option costs what it is billed from now: `cheapest` ends by t=70, inside the time its
     # two a machines have paid (its planner figure, $2, stays its budget), and `fastest` pays only

@@ -86,8 +86,9 @@ from ..planning.monitor import (
     Billing,
     TailEstimates,
 )
+from ..planning.odds import RuntimeModel, option_odds
 from ..planning.paid_time import with_machines_up
-from ..planning.planner import LABELLED, ClusterPlan, Option, Planner, with_estimate_cushion
+from ..planning.planner import LABELLED, ClusterPlan, Option, Planner, spread, with_estimate_cushion
 from ..view import CoreView
 from .endgame import EndGame
 from .execution import Execution, _affordable, _machines_text
@@ -105,6 +106,7 @@ __all__ = [
 ]
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
+ODDS_ALL = 40  # up to this many options all get their odds; beyond, the ones a table shows (spread)
 NOTHING_LEFT = "nothing left to run: billed by the second, it would pay for waiting"
 
 
@@ -151,6 +153,9 @@ class BatsCore(c.Core):
         self._extra: list[c.Action] = []  # actions decided while handing out a task
         self.killed = 0  # running tasks cut off by a release
         self.killed_paid_s = 0.0  # the paid seconds they had run
+        # the odds' randomness: seeded from the run's RNG state without drawing from it, so the
+        # run's own choices (replicated tasks, the GA) do not depend on how often odds are asked
+        self.odds_rng = np.random.default_rng(abs(hash(rng.getstate())))
 
     def _enter(self, phase: str) -> None:
         """The one place the phase changes: sampling, then offering, then executing."""
@@ -412,8 +417,39 @@ class BatsCore(c.Core):
         options = planner.options(self.settings.max_raise, front=front)
         upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
         paid, boot, longest = self._paid_left(self._now), self._boot_times(), self._longest()
-        return [with_machines_up(with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot,
-                                 longest) for o in options]
+        options = [with_machines_up(with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot,
+                                    longest) for o in options]
+        return self._with_odds(options, planner)
+
+    def odds_model(self, now: float) -> tuple[RuntimeModel, dict[str, float]] | None:
+        """What the odds resample (:mod:`..planning.odds`): every runtime seen, on the first
+        cluster's scale by the clusters' mean ratios, and the tasks running as lower bounds."""
+        names = list(self.estimates)
+        if not names:
+            return None
+        means = {name: max(MIN_MEAN_S, self._stats(name, now).mean_s) for name in names}
+        ratio = {name: means[name] / means[names[0]] for name in names}
+        observed = [np.asarray(self.estimates[names[0]].sample, dtype=float)]
+        censored = []
+        for name in names:
+            observed.append(np.asarray(self.estimates[name].finished, dtype=float) / ratio[name])
+            censored.append(np.asarray(self._running_for(name, now), dtype=float) / ratio[name])
+        try:
+            return RuntimeModel.of(np.concatenate(observed), np.concatenate(censored)), ratio
+        except ValueError:
+            return None
+
+    def _with_odds(self, options: list[Option], planner: Planner) -> list[Option]:
+        """The options with their odds (all of them up to ODDS_ALL, else the ones a table shows)."""
+        fitted = self.odds_model(self._now)
+        if fitted is None or not options:
+            return options
+        model, ratio = fitted
+        wanted = {o.id for o in (options if len(options) <= ODDS_ALL else spread(options))}
+        paid, boot = self._paid_left(self._now), self._boot_times()
+        return [dataclasses.replace(o, odds=option_odds(o, planner.clusters, planner.n_tasks, model, ratio,
+                                                        self.odds_rng, paid_left=paid, boot_s=boot))
+                if o.id in wanted else o for o in options]
 
     def _longest(self) -> dict[str, float]:
         """Each cluster's longest sampled runtime (its complete sample set's)."""

@@ -218,6 +218,7 @@ class RuntimeEstimate:
         self._n_done = 0
         self._mean_done = 0.0
         self._m2_done = 0.0  # Welford: sum of squared deviations of the done runtimes
+        self._finished: list[float] = []  # the done runtimes outside the sample (the odds resample them)
         for runtime in sample:
             self.add_sample(runtime)
 
@@ -247,7 +248,14 @@ class RuntimeEstimate:
 
     def add_finished(self, runtime: float) -> None:
         """A task that finished on this cluster (rt_done grows; the sample does not)."""
-        self._add_done(_runtime(runtime))
+        value = _runtime(runtime)
+        self._finished.append(value)
+        self._add_done(value)
+
+    @property
+    def finished(self) -> tuple[float, ...]:
+        """The done runtimes outside the sample, in the order they ended."""
+        return tuple(self._finished)
 
     def _add_done(self, value: float) -> None:
         self._n_done += 1

@@ -1,0 +1,142 @@
+"""The odds of an option (bats.master.core.planning.odds): the replay's arithmetic on known runtimes,
+its tail allowance on bags whose long tasks a sample misses, and the replay against the simulator."""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+import pytest
+
+from bats.common.config import ClusterConfig, Config, MasterConfig
+from bats.master.core.bats.policy import BatsCore, Choice
+from bats.master.core.option import Odds, odds_from_record, odds_record
+from bats.master.core.planning import odds
+from bats.master.core.planning.clusters import ClusterPlan
+from bats.master.core.planning.odds import RuntimeModel, fleet_of, replay
+from bats.master.core.planning.paid_time import whole_tasks_makespan
+from bats.master.sim.driver import simulate
+from bats.master.sim.runtimes import parse_runtimes
+
+
+def test_equal_runtimes_replay_to_the_whole_task_makespan_and_the_bill():
+    # 100 tasks of 100 s: 3 machines at 100 s a task, 2 at 50 s; every machine up < 1 ATU
+    clusters = [ClusterPlan("a", 100.0, 1.0, 3600.0, 10), ClusterPlan("b", 50.0, 3.0, 3600.0, 10)]
+    fleet = fleet_of({"a": 3, "b": 2}, clusters, {"a": 1.0, "b": 0.5})
+    makespan, cost = replay(fleet, 100, RuntimeModel.of([100.0] * 30), np.random.default_rng(1), 20)
+    assert makespan.tolist() == [whole_tasks_makespan(100, [(3, 100.0, 0.0, math.inf), (2, 50.0, 0.0, math.inf)])] * 20
+    assert makespan[0] == 1450.0
+    assert cost.tolist() == [3 * 1.0 + 2 * 3.0] * 20
+
+
+def test_a_boot_delays_new_machines_and_paid_time_left_is_not_billed_again():
+    clusters = [ClusterPlan("a", 100.0, 2.0, 600.0, 10, release_s=0.0)]
+    # one machine up with 450 s paid left, one new machine that boots in 50 s
+    fleet = fleet_of({"a": 2}, clusters, {"a": 1.0}, paid_left={"a": [450.0]}, boot_s={"a": 50.0})
+    makespan, cost = replay(fleet, 10, RuntimeModel.of([100.0] * 10), np.random.default_rng(2), 5)
+    # the machine up starts at 0 and takes 5 tasks (ends 500), the new one at 50, 5 tasks (ends 550)
+    assert makespan.tolist() == [550.0] * 5
+    # up: 500 s past 450 s paid -> one more ATU; new: 550 s from its acquisition -> one ATU
+    assert cost.tolist() == [4.0] * 5
+
+
+def test_a_machine_let_go_takes_only_the_tasks_that_end_before_its_release():
+    clusters = [ClusterPlan("a", 100.0, 1.0, 3600.0, 10)]
+    # the option keeps one of two machines up; the other has 250 s left: two tasks fit, not three
+    fleet = fleet_of({"a": 1}, clusters, {"a": 1.0}, paid_left={"a": [3000.0, 250.0]})
+    makespan, cost = replay(fleet, 10, RuntimeModel.of([100.0] * 10), np.random.default_rng(3), 5)
+    assert makespan.tolist() == [800.0] * 5  # 8 tasks on the kept machine, 2 on the other
+    assert cost.tolist() == [0.0] * 5  # both inside the hour already paid
+
+
+def test_a_running_task_holds_its_slot_at_least_until_its_elapsed_time_is_passed():
+    clusters = [ClusterPlan("a", 100.0, 1.0, 3600.0, 10)]
+    fleet = fleet_of({"a": 1}, clusters, {"a": 1.0}, paid_left={"a": [3600.0]}, running={"a": [[40.0]]})
+    makespan, _cost = replay(fleet, 2, RuntimeModel.of([100.0] * 10), np.random.default_rng(4), 5)
+    assert makespan.tolist() == [260.0] * 5  # 60 s left of the running task, then two of 100 s
+
+
+def test_an_empty_fleet_never_ends_the_bag():
+    fleet = fleet_of({}, [ClusterPlan("a", 100.0, 1.0)], {"a": 1.0})
+    makespan, cost = replay(fleet, 3, RuntimeModel.of([1.0, 2.0]), np.random.default_rng(0), 4)
+    assert np.isinf(makespan).all() and (cost == 0).all()
+
+
+def test_the_odds_round_trip_through_the_report():
+    o = Odds(10.0, 12.5, 3.0, 4.25, 200)
+    assert odds_from_record(odds_record(o)) == o
+    assert odds_record(None) is None and odds_from_record(None) is None
+
+
+def _heavy_bag(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Median about 14 s, mean about 550 s, 1 % of the tasks (about 4 h each) holding a quarter of
+    the work; a fifth of the tasks around half an hour."""
+    u = rng.random(n)
+    return np.where(u < 0.01, rng.lognormal(math.log(13000.0), 0.4, n),
+                    np.where(u < 0.21, rng.lognormal(math.log(1700.0), 0.7, n), rng.lognormal(math.log(10.0), 1.0, n)))
+
+
+def _first_come(runtimes: np.ndarray, machines: int, atu_s: float) -> tuple[float, float]:
+    """The true makespan and ATUs of handing each task to the machine that frees first."""
+    free = [(0.0, i) for i in range(machines)]
+    ends = [0.0] * machines
+    for r in runtimes:
+        t, i = heapq.heappop(free)
+        heapq.heappush(free, (t + r, i))
+        ends[i] = t + r
+    return max(ends), float(sum(math.ceil(e / atu_s) for e in ends if e > 0))
+
+
+def _coverage(bags: int, cap: float, monkeypatch) -> tuple[float, float]:
+    monkeypatch.setattr(odds, "TAIL_CAP", cap)
+    rng = np.random.default_rng(11)
+    clusters = [ClusterPlan("a", 600.0, 1.0, 600.0, 20)]
+    makespan_in = cost_in = 0
+    for _ in range(bags):
+        bag = _heavy_bag(rng, 1000)
+        sample, rest = bag[:30], bag[30:]
+        true_makespan, true_atus = _first_come(rest, 20, 600.0)
+        found = odds.odds_of(fleet_of({"a": 20}, clusters, {"a": 1.0}), len(rest), RuntimeModel.of(sample), rng, 100)
+        makespan_in += true_makespan <= found.makespan_p90_s
+        cost_in += true_atus <= found.cost_p99
+    return makespan_in / bags, cost_in / bags
+
+
+def test_the_tail_allowance_covers_bags_whose_long_tasks_the_sample_misses(monkeypatch):
+    bag = _heavy_bag(np.random.default_rng(1), 100_000)
+    top = np.sort(bag)[-1000:]
+    assert 0.2 < top.sum() / bag.sum() < 0.3 and np.median(bag) < 30 < 400 < bag.mean()
+    with_tail = _coverage(30, odds.TAIL_CAP, monkeypatch)
+    without = _coverage(30, 1.0, monkeypatch)  # the plain bootstrap: nothing longer than seen
+    assert with_tail[0] >= 0.85 and with_tail[1] >= 0.9
+    assert without[0] < with_tail[0]
+
+
+def _pool() -> Config:
+    clusters = {
+        "slow": ClusterConfig("slow", "local", max=6, price=0.02, atu_s=600.0, options={"startup": 30.0}, speed=1.0),
+        "fast": ClusterConfig("fast", "local", max=6, price=0.09, atu_s=600.0, options={"startup": 30.0}, speed=3.0),
+    }
+    return Config(MasterConfig(), clusters)
+
+
+@pytest.mark.parametrize("schedule", ["cheapest", "fastest"])
+def test_the_replay_agrees_with_the_simulator(schedule):
+    """The simulator runs the whole core (end-game, re-plans, ceiling) on the option the odds were
+    stated for: its makespan and spend land inside the stated odds in most runs."""
+    inside_makespan = inside_cost = runs = 0
+    for seed in range(8):
+        sim = simulate(_pool(), 400, parse_runtimes("normal:5m,60s"), seed, choice=Choice(schedule=schedule, cushion=True))
+        core = sim.core
+        assert isinstance(core, BatsCore) and core.selected is not None
+        stated = core.selected.odds
+        assert stated is not None and stated.replays == odds.REPLAYS
+        assert stated.makespan_p50_s <= stated.makespan_p90_s and stated.cost_p50 <= stated.cost_p99
+        report = sim.report()
+        assert report["selected"]["odds"] == odds_record(stated)
+        actual = core.last_finish_at - core.execution_started_at
+        runs += 1
+        inside_makespan += 0.8 * stated.makespan_p50_s <= actual <= 1.05 * stated.makespan_p90_s
+        inside_cost += report["cost"]["execution"] <= stated.cost_p99 + 1e-9
+    assert inside_makespan >= runs - 1 and inside_cost >= runs - 1
