@@ -476,7 +476,8 @@ def run(args: argparse.Namespace) -> int:
             server_bag = OutputsBag.around(server_bag, results_dir)
         server = Server(core, server_bag, config, journal, plugins, sock, session,
                         task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser,
-                        secure=keys is not None, keep_machines=args.keep_machines)
+                        secure=keys is not None, keep_machines=args.keep_machines,
+                        door=auth.door if auth is not None else None)
         try:
             finish = server.run()
         finally:

@@ -42,7 +42,6 @@ from collections.abc import Callable
 from typing import cast
 
 import zmq
-from zmq.auth.thread import ThreadAuthenticator
 
 from bats.common import clock
 from bats.common.config import Config
@@ -65,6 +64,7 @@ from ..core.view import OFFERING
 from ..driver import Driver, carries_out
 from ..state.bag import Bag
 from ..state.journal import Journal, JournalError
+from .door import Door, DoorKeeper
 from .fleet import Fleet
 from .peer import Peer
 from .records import PlanRecords
@@ -117,6 +117,7 @@ class Server(Driver):
         chooser: Chooser | None = None,
         secure: bool = False,
         keep_machines: bool = False,
+        door: Door | None = None,
     ) -> None:
         self.core = core
         self.bag = bag
@@ -140,6 +141,8 @@ class Server(Driver):
         self.secure = secure
         self.bound_keys: dict[str, str] = {}
         self._frame_key: str | None = None  # client key of the frame being handled (secure)
+        self._frame: zmq.Frame | None = None  # and the frame itself (libzmq says which connection sent it)
+        self.door = door  # connections without a hello, counted and capped (secure; see .door)
         self.keep_machines = keep_machines  # on a stop by signal, leave machines running
         # hellos with a token the provisioner issued that came before their acquisition returned
         self._early: dict[str, tuple[bytes, dict, str | None]] = {}
@@ -225,6 +228,7 @@ class Server(Driver):
                 if secure:  # every frame carries its connection's client key (the ZAP User-Id)
                     body = recv(_NOBLOCK, copy=False)
                     key = self._frame_key = cast(str | None, body.get("User-Id"))
+                    self._frame = body
                     parts = [identity, body.bytes]
                     peer = peers.get(identity)
                     if peer is not None and peer.key != key:
@@ -278,6 +282,7 @@ class Server(Driver):
             refused = self._pre_hello.spend(identity, len(parts[1]), time.monotonic())
             if refused:  # dropped unread: past the connection's small budget before its hello
                 self._drop(f"peer {identity.hex()}", refused)
+                self._door_says("evict")  # and its connection shut down
                 return
         try:
             if peer is None:  # not admitted: one message is read, the rest only once a hello admits it
@@ -364,6 +369,7 @@ class Server(Driver):
         it. True when the peer is admitted (or held): the rest of its frame is then read."""
         machine_id = msg["machine"]
         handle = self.fleet.handles.get(machine_id)
+        from_frame = key is None  # not a held hello answered later (its connection was admitted then)
         if self.secure and key is None:
             key = self._frame_key
         if handle is None and self._issued(msg):
@@ -403,6 +409,8 @@ class Server(Driver):
         peer = Peer(machine_id, identity, time.monotonic(), key)
         self.peers[identity] = peer
         self._pre_hello.forget(identity)
+        if from_frame:
+            self._door_says("admit")
         self.peer_of[machine_id] = peer
         slots = self.core.clusters[machine.cluster].slots_for(msg["cpus"])
         log.info("%s joined from %s (%d cpus, %d slot(s), worker %s)", machine_id, msg["host"], msg["cpus"], slots,
@@ -430,7 +438,17 @@ class Server(Driver):
             self._answer_unadmitted(identity, encode("stop", reason="token already used by another connection"))
             return False
         self._early[msg["machine"]] = (identity, msg, key)
+        self._door_says("admit")  # its token is one the provisioner issued
         return True
+
+    def _door_says(self, what: str) -> None:
+        """Tell the door that the connection of the frame being handled is admitted, or is to be
+        shut down (see :mod:`.door`)."""
+        if self.door is None or self._frame is None:
+            return
+        fd = self._frame.get(zmq.SRCFD)
+        if fd >= 0:
+            self.door.admit(fd) if what == "admit" else self.door.evict(fd)
 
     def _join(self, msg: dict) -> MachineHandle | None:
         """A worker no provisioner started (``manual``): its cluster's provisioner may seat it in one
@@ -678,10 +696,10 @@ def _tail(blob: bytes | str) -> bytes:
 
 
 def bind_router(endpoint: str, keys: MasterKeys | None = None
-                ) -> tuple[zmq.Context, zmq.Socket, str, ThreadAuthenticator | None]:
+                ) -> tuple[zmq.Context, zmq.Socket, str, DoorKeeper | None]:
     """Bind the master's ROUTER socket; ``tcp://HOST:*`` picks a free port. Returns the bound endpoint.
 
-    With ``keys`` the socket is a CurveZMQ server and the returned ZAP authenticator (a thread) must
+    With ``keys`` the socket is a CurveZMQ server and the returned ZAP handler (a thread) must
     be stopped after the socket is closed; without them (``--insecure``) it is plain TCP."""
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     sock = context.socket(zmq.ROUTER)

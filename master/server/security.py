@@ -8,8 +8,9 @@ certificate format and are read back with :func:`zmq.auth.load_certificate`.
 The ROUTER socket is a CURVE server (:func:`secure_router`): every connection is encrypted, and a
 peer that does not know the master's public key cannot complete the handshake, so it never gets a
 frame through. Workers are not known in advance: each makes a fresh client key pair when it
-starts, so the ZAP handler (pyzmq's :class:`~zmq.auth.thread.ThreadAuthenticator`) accepts any
-client key and hands it to the master as the ``User-Id`` of every frame of that connection.
+starts, so the ZAP handler (:class:`.door.DoorKeeper`, around pyzmq's authenticator) accepts any
+client key and hands it to the master as the ``User-Id`` of every frame of that connection; it also
+keeps the number of connections without a hello bounded (:mod:`.door`).
 Knowing the master's public key is not enough to take part: the master accepts a ``hello`` only
 with the one-time token the provisioner gave that machine, and binds the machine to the client key
 of the first connection that presents it (:class:`bats.master.server.loop.Server`). A second connection
@@ -50,9 +51,10 @@ from typing import Protocol
 
 import zmq
 import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 
 from bats.common.atomic import replace_whole, write_beside
+
+from .door import DoorKeeper
 
 log = logging.getLogger(__name__)
 
@@ -144,17 +146,17 @@ def is_loopback(endpoint: str) -> bool:
         return False  # an interface name or a wildcard
 
 
-def secure_router(context: zmq.Context, sock: zmq.Socket, keys: MasterKeys) -> ThreadAuthenticator:
+def secure_router(context: zmq.Context, sock: zmq.Socket, keys: MasterKeys) -> DoorKeeper:
     """Make ``sock`` (not yet bound) a CURVE server with the run's keys, and start the ZAP handler
-    that accepts any client key and reports it as each frame's ``User-Id``."""
-    auth = ThreadAuthenticator(context, log=logging.getLogger("bats.master.zap"))
-    auth.start()
-    auth.configure_curve(domain="*", location=zmq.auth.CURVE_ALLOW_ANY)
+    that accepts any client key, reports it as each frame's ``User-Id`` and keeps the connections
+    without a hello few (:mod:`.door`)."""
     sock.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
     sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
     sock.setsockopt(zmq.CURVE_SERVER, 1)
     sock.setsockopt(zmq.ZAP_DOMAIN, b"bats")
-    return auth
+    keeper = DoorKeeper(context)
+    keeper.watch(sock)
+    return keeper
 
 
 class PreHelloBudget:

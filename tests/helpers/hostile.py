@@ -5,9 +5,10 @@
   key (no secret: it is on every worker's command line) send frames of 256 hellos with made-up
   machine ids and tokens (``"hellos"``, while the workers' acquisition is still in flight), of 256
   heartbeats without ever reading (``"heartbeats"``), or of 1 MiB each (``"megabytes"``, with
-  :data:`BIG_FLOOD`'s run); ``None`` is the same run without a flood, to
-  compare with. Returns the exit code, wall time, the master's peak memory, the tasks done and how
-  many answers admitting a hostile peer (``welcome`` or ``task``) came back.
+  :data:`BIG_FLOOD`'s run), or nothing at all (``"idle"``: connections that never say hello);
+  ``None`` is the same run without a flood, to compare with. Returns the exit code, wall time, the
+  master's peak memory, the tasks done, how many answers admitting a hostile peer (``welcome`` or
+  ``task``) came back, and how many of the hostile connections' handshakes succeeded or were refused.
 - :func:`clock_step_run`: a BaTS run whose ``time.time()`` jumps by ``step`` seconds two seconds in.
 - :func:`state_dir_refusals`: a second master on a live state directory, then an edited bag and an
   edited config on ``--resume``: how many of those attempts were refused.
@@ -26,6 +27,7 @@ from typing import Any
 
 import psutil
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from bats.common.protocol import MASTER_TYPES, MAX_FRAME_BYTES, ProtocolError, decode_all, encode
 from bats.master.server import security
@@ -48,9 +50,15 @@ def _megabytes(_n: int) -> bytes:
     return b"\xc6" + (MAX_FRAME_BYTES - 5).to_bytes(4, "big") + os.urandom(64) * ((MAX_FRAME_BYTES - 5) // 64)
 
 
-FLOODS = {"hellos": _hellos, "heartbeats": _heartbeats, "megabytes": _megabytes}
+def _nothing(_n: int) -> bytes:
+    return b""
+
+
+FLOODS = {"hellos": _hellos, "heartbeats": _heartbeats, "megabytes": _megabytes, "idle": _nothing}
 # the 1 MiB flood's run: 4 peers for 8 s, then they leave while the bag goes on (its own baseline)
 BIG_FLOOD = {"peers": 4, "tasks": 40, "command": "sleep 0.5", "flood_for_s": 8.0}
+# the same flood from more connections than the master lets in without a hello from one address
+WIDE_FLOOD = {**BIG_FLOOD, "peers": 80}
 # the early-hello flood needs an acquisition in flight while the real workers start
 _CLUSTER = ('[clusters.slow]\nprovisioner = "flaky"\nfail_rate = 0\nacquire_delay = "3s"\n'
             'call_timeout = "60s"\nmax = 2\n')
@@ -58,25 +66,41 @@ _CLUSTER = ('[clusters.slow]\nprovisioner = "flaky"\nfail_rate = 0\nacquire_dela
 
 class _Flooder(threading.Thread):
     """One hostile DEALER: the right server key, a fresh client key, ``frame`` as fast as the master
-    takes it; with ``read`` it also reads what comes back and counts admissions."""
+    takes it (an empty one: nothing); with ``read`` it also reads what comes back and counts
+    admissions. Its monitor counts the handshakes that succeeded and those refused."""
 
-    def __init__(self, context: zmq.Context, port: int, server_key: bytes, frame: bytes, read: bool) -> None:
+    def __init__(self, context: zmq.Context, port: int, server_key: bytes, frame: bytes, read: bool,
+                 go: threading.Event) -> None:
         super().__init__(daemon=True)
+        self.go = go  # every flooder starts at once: a spinning one would slow the start of the next
         self.sock = context.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 1000)  # bounded here too: the flooder waits, never grows
         self.sock.setsockopt(zmq.ROUTING_ID, b"f" + os.urandom(15))
         public, secret = zmq.curve_keypair()
         self.sock.curve_serverkey, self.sock.curve_publickey, self.sock.curve_secretkey = server_key, public, secret
+        self.monitor = self.sock.get_monitor_socket(
+            zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        self.handshakes = {"succeeded": 0, "refused": 0}
         self.sock.connect(f"tcp://127.0.0.1:{port}")
         self.frame, self.read = frame, read
         self.stop = threading.Event()
         self.admitted = 0
 
+    def count_handshakes(self) -> None:
+        while self.monitor.poll(0):
+            event = parse_monitor_message(self.monitor.recv_multipart())["event"]
+            self.handshakes["succeeded" if event == zmq.EVENT_HANDSHAKE_SUCCEEDED else "refused"] += 1
+
     def run(self) -> None:
+        self.go.wait()
+        if not self.frame:
+            self.stop.wait()
+            return
         while not self.stop.is_set():
             try:
-                self.sock.send(self.frame, zmq.NOBLOCK)
+                self.sock.send(self.frame, zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 self.stop.wait(0.001)
             while self.read and self.sock.poll(0):
@@ -88,10 +112,11 @@ class _Flooder(threading.Thread):
 
 
 def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20, command: str = "sleep 0.2",
-              flood_for_s: float | None = None) -> dict[str, Any]:
+              flood_for_s: float | None = None, after_first_result: bool = False) -> dict[str, Any]:
     """See the module docstring; ``kind`` is a key of :data:`FLOODS` or None. With ``flood_for_s`` the
     flooders leave after that long and ``after_mib`` is the master's memory at its last sample (the
-    run goes on meanwhile: a bag longer than the flood)."""
+    run goes on meanwhile: a bag longer than the flood). With ``after_first_result`` the flood starts
+    once the workers have sent a result (they connect from the flood's address, 127.0.0.1)."""
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
     bag = write_bag(root / "tasks.txt", [command] * tasks)
@@ -111,10 +136,14 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20, com
         if kind is not None:
             wait_for(lambda: (state / security.SECRET_FILE).exists(), 30, "the master's key")
             server_key = security.load_keys(state).public
+            if after_first_result:
+                wait_for(lambda: (state / "journal.sqlite").exists() and results(state), 60, "a first result")
+            go = threading.Event()
             for n in range(peers):
-                flooder = _Flooder(context, port, server_key, FLOODS[kind](n), read=kind == "hellos")
+                flooder = _Flooder(context, port, server_key, FLOODS[kind](n), read=kind == "hellos", go=go)
                 flooder.start()
                 flooders.append(flooder)
+            go.set()
             flood_until = None if flood_for_s is None else time.monotonic() + flood_for_s
         process = psutil.Process(master.pid)
         while master.poll() is None:
@@ -124,6 +153,7 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20, com
                     flooder.stop.set()
                 for flooder in flooders:
                     flooder.join(timeout=5)
+                    flooder.count_handshakes()
                     flooder.sock.close(linger=0)  # the connection goes: what it cost should too
             try:
                 after = process.memory_info().rss
@@ -140,9 +170,12 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20, com
         master.wait(timeout=120)
     finally:
         for flooder in flooders:
+            flooder.go.set()
             flooder.stop.set()
         for flooder in flooders:
             flooder.join(timeout=5)
+            if not flooder.sock.closed:
+                flooder.count_handshakes()
         master.kill()
         context.destroy(linger=0)
     master.wait(timeout=30)
@@ -150,7 +183,9 @@ def flood_run(root: Path, kind: str | None, peers: int = 2, tasks: int = 20, com
     done = sorted(r["id"] for r in results(state)) if (state / "journal.sqlite").exists() else []
     return {"code": master.returncode, "stderr": err, "wall_s": time.perf_counter() - started,
             "peak_mib": peak / 2**20, "after_mib": after / 2**20, "done": len(done), "tasks": tasks,
-            "admitted": sum(f.admitted for f in flooders)}
+            "admitted": sum(f.admitted for f in flooders),
+            "handshakes": sum(f.handshakes["succeeded"] for f in flooders),
+            "refused": sum(f.handshakes["refused"] for f in flooders)}
 
 
 # time.time() stepped by STEP seconds two seconds into the run, as NTP or `date -s` would; set before

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from helpers import hostile
 
+from bats.master.server import door
+
 
 def test_an_early_hello_flood_does_not_stop_the_real_workers(tmp_path):
     # the acquisition answers 3 s after its workers started: their hellos come first and are held;
@@ -35,3 +37,15 @@ def test_megabyte_frames_before_hello_cost_a_bounded_and_returned_memory(tmp_pat
     assert run["done"] == run["tasks"]
     assert run["peak_mib"] < 250, f"the master grew to {run['peak_mib']:.0f} MiB under the flood"
     assert run["after_mib"] < 150, f"the master still held {run['after_mib']:.0f} MiB after the flood left"
+
+
+def test_connections_without_a_hello_are_capped_per_address(tmp_path):
+    # 80 key-only connections from the workers' own address that never say a word, once the
+    # workers are in: the door lets 64 complete their handshake and refuses the rest (a temporary
+    # refusal: libzmq tries again, and is refused again while the 64 stay)
+    run = hostile.flood_run(tmp_path, "idle", peers=80, tasks=30, command="sleep 0.3", flood_for_s=6,
+                            after_first_result=True)
+    assert run["code"] == 0, run["stderr"]
+    assert run["done"] == run["tasks"]
+    assert 0 < run["handshakes"] <= door.PER_ADDRESS, run
+    assert run["refused"] >= 80 - door.PER_ADDRESS, run

@@ -1,0 +1,250 @@
+"""The door of the master's CurveZMQ socket: how many connections may be open without a hello.
+
+How this works. A ROUTER socket takes every connection that completes the CURVE handshake, and
+knowing the master's public key (it is on every worker's command line) is enough for that. Each
+connection that has not said hello yet may send little (:class:`.security.PreHelloBudget`), but
+libzmq still holds up to ``PEER_RCVHWM`` frames of up to a MiB for each one, so their number has
+to be bounded too. :class:`Door` counts them per peer address, from the socket's monitor:
+``EVENT_ACCEPTED`` gives a new connection's file descriptor (its peer address is read from it) and
+``EVENT_DISCONNECTED`` its end; the master marks a connection admitted (:meth:`Door.admit`) when its
+hello is accepted, by the descriptor libzmq reports for that frame (``ZMQ_SRCFD``).
+
+:class:`DoorKeeper` is the ZAP handler (a thread answering on ZAP's ``inproc`` endpoint, RFC 27):
+it accepts any CURVE client key and names it, in Z85, as the connection's ``User-Id`` (the master
+binds a machine to it). Before a handshake completes it asks the door: past ``PER_ADDRESS`` connections without a hello from the same address, or ``TOTAL`` from
+everywhere, the handshake is refused with ZAP's status 300 (a temporary failure: libzmq on the
+other side tries again after its reconnect interval, so an honest worker that met a full door gets
+in once a seat frees). A connection that stays ``HELLO_WITHIN_S`` without an admitting hello, or that
+sent more before its hello than its budget allows (:meth:`Door.evict`), is shut down under libzmq
+(``shutdown(2)`` on its descriptor, after checking that the descriptor still belongs to the same
+peer address and port): ZeroMQ has no call that drops one peer of a ROUTER, and this is one. A
+worker whose connection is shut down reconnects on its own and says hello again.
+
+With ``--insecure`` there is no ZAP and no door (the master then listens on loopback only).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import zmq
+from zmq.utils import z85
+from zmq.utils.monitor import parse_monitor_message
+
+log = logging.getLogger(__name__)
+
+PER_ADDRESS = 64  # connections without a hello from one address (workers behind one NAT share one)
+TOTAL = 512  # and from all addresses together
+HELLO_WITHIN_S = 30.0  # a connection gets this long to be admitted (a worker waiting for its seat is
+# shut down and reconnects: harmless)
+_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
+_ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+
+
+@dataclass
+class _Connection:
+    address: str  # the peer's IP address ("" for ipc)
+    port: int
+    opened: float
+    admitted: bool = False
+
+
+class Door:
+    """The open connections by descriptor, and which of them a hello admitted. Thread-safe: the
+    keeper's thread feeds the monitor's events and asks :meth:`refuses`; the master's loop calls
+    :meth:`admit` and :meth:`evict`."""
+
+    def __init__(self, per_address: int = PER_ADDRESS, total: int = TOTAL) -> None:
+        self.per_address, self.total = per_address, total
+        self._lock = threading.Lock()
+        self._open: dict[int, _Connection] = {}
+        self._waiting: dict[str, int] = {}  # address -> connections not admitted
+        self._evict: list[int] = []  # descriptors the master asked to shut down
+        self.refused = 0  # handshakes refused so far
+        self.shut = 0  # connections shut down so far
+
+    def opened(self, fd: int, address: str, port: int, now: float) -> None:
+        with self._lock:
+            old = self._open.pop(fd, None)  # a descriptor reused before its end was seen
+            if old is not None and not old.admitted:
+                self._waiting[old.address] -= 1
+            self._open[fd] = _Connection(address, port, now)
+            self._waiting[address] = self._waiting.get(address, 0) + 1
+
+    def closed(self, fd: int) -> None:
+        with self._lock:
+            conn = self._open.pop(fd, None)
+            if conn is not None and not conn.admitted:
+                self._left(conn.address)
+
+    def _left(self, address: str) -> None:
+        left = self._waiting[address] - 1
+        if left:
+            self._waiting[address] = left
+        else:
+            del self._waiting[address]
+
+    def admit(self, fd: int) -> None:
+        """The connection behind ``fd`` said a hello that admitted it: it no longer counts."""
+        with self._lock:
+            conn = self._open.get(fd)
+            if conn is not None and not conn.admitted:
+                conn.admitted = True
+                self._left(conn.address)
+
+    def evict(self, fd: int) -> None:
+        """Shut the connection behind ``fd`` down (if it is still one not admitted), from the
+        keeper's thread: it spent its budget before a hello."""
+        with self._lock:
+            conn = self._open.get(fd)
+            if conn is not None and not conn.admitted:
+                self._evict.append(fd)
+
+    def waiting(self, address: str | None = None) -> int:
+        with self._lock:
+            return self._waiting.get(address, 0) if address is not None else sum(self._waiting.values())
+
+    def refuses(self, address: str) -> str | None:
+        """Why a new handshake from ``address`` is refused, or None. The connection asking is
+        already counted (its ``EVENT_ACCEPTED`` comes before its handshake)."""
+        with self._lock:
+            here = self._waiting.get(address, 0)
+            everywhere = sum(self._waiting.values())
+        if here > self.per_address:
+            reason = f"more than {self.per_address} connections from {address} without a hello"
+        elif everywhere > self.total:
+            reason = f"more than {self.total} connections without a hello"
+        else:
+            return None
+        self.refused += 1
+        return reason
+
+    def to_shut(self, now: float) -> list[tuple[int, str, int]]:
+        """(descriptor, address, port) of the connections to shut down now: those the master
+        evicted and those not admitted within ``HELLO_WITHIN_S``."""
+        with self._lock:
+            fds = set(self._evict)
+            self._evict.clear()
+            fds.update(fd for fd, conn in self._open.items()
+                       if not conn.admitted and now - conn.opened > HELLO_WITHIN_S)
+            return [(fd, self._open[fd].address, self._open[fd].port) for fd in fds if fd in self._open]
+
+
+def _peer(fd: int) -> tuple[str, int] | None:
+    """The peer address and port of a descriptor libzmq owns (read through a duplicate)."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            name = sock.getpeername()
+    except OSError:
+        return None
+    if isinstance(name, tuple):
+        return str(name[0]), int(name[1])
+    return "", 0  # ipc: a path, or nothing
+
+
+def _shut(fd: int, address: str, port: int) -> bool:
+    """Shut a connection down under libzmq, if ``fd`` still is the same peer's: libzmq sees the end
+    of its stream, closes the connection and frees what it held for it."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            name = sock.getpeername()
+            here = (str(name[0]), int(name[1])) if isinstance(name, tuple) else ("", 0)
+            if here != (address, port) or not address:
+                return False
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        return False
+    return True
+
+
+class DoorKeeper(threading.Thread):
+    """The ZAP handler and the reader of the ROUTER's monitor (see the module docstring). Call
+    :meth:`watch` with the ROUTER before it is bound, :meth:`stop` after it is closed."""
+
+    POLL_MS = 500
+
+    def __init__(self, context: zmq.Context, door: Door | None = None) -> None:
+        super().__init__(name="bats-door", daemon=True)
+        self.context = context
+        self.door = door if door is not None else Door()
+        self._monitor_endpoint = f"inproc://bats.door.{id(self):x}"
+        self._ready = threading.Event()
+        self._stopping = threading.Event()
+        self._failed: BaseException | None = None
+
+    def watch(self, router: zmq.Socket) -> None:
+        """Start the monitor of ``router`` and the thread, and wait until it answers ZAP requests."""
+        router.monitor(self._monitor_endpoint, _EVENTS)
+        self.start()
+        self._ready.wait(10)
+        if self._failed is not None:
+            raise self._failed
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(timeout=5)
+
+    def run(self) -> None:
+        try:
+            zap = self.context.socket(zmq.REP)
+            zap.setsockopt(zmq.LINGER, 0)
+            zap.bind(_ZAP_ENDPOINT)
+            monitor = self.context.socket(zmq.PAIR)
+            monitor.setsockopt(zmq.RCVHWM, 0)  # no event lost: a lost end would count forever
+            monitor.connect(self._monitor_endpoint)
+        except BaseException as exc:  # the master's start-up reports it
+            self._failed = exc
+            self._ready.set()
+            return
+        poller = zmq.Poller()
+        poller.register(zap, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
+        self._ready.set()
+        try:
+            while not self._stopping.is_set():
+                events = dict(poller.poll(self.POLL_MS))
+                if monitor in events:
+                    self._events(monitor)
+                if zap in events:
+                    self._events(monitor)  # connections accepted before this handshake count
+                    zap.send_multipart(self._answer(zap.recv_multipart()))
+                for fd, address, port in self.door.to_shut(time.monotonic()):
+                    if _shut(fd, address, port):
+                        self.door.shut += 1
+                        if self.door.shut <= 10 or self.door.shut % 1000 == 0:
+                            log.warning("connection from %s:%d shut down: no hello within its budget "
+                                        "(%d shut so far)", address, port, self.door.shut)
+        finally:
+            monitor.close(linger=0)
+            zap.close(linger=0)
+
+    def _events(self, monitor: zmq.Socket) -> None:
+        while True:
+            try:
+                event = parse_monitor_message(monitor.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                return
+            fd = int(event["value"])
+            if event["event"] == zmq.EVENT_ACCEPTED:
+                peer = _peer(fd)
+                if peer is not None:
+                    self.door.opened(fd, peer[0], peer[1], time.monotonic())
+            elif event["event"] == zmq.EVENT_DISCONNECTED:
+                self.door.closed(fd)
+
+    def _answer(self, request: list[bytes]) -> list[bytes]:
+        """The reply to a ZAP request (version, id, domain, address, identity, mechanism, key)."""
+        if len(request) < 7 or request[0] != b"1.0" or request[5] != b"CURVE" or len(request[6]) != 32:
+            return [b"1.0", request[1] if len(request) > 1 else b"", b"400", b"only CURVE is spoken here", b"", b""]
+        address = request[3].decode("ascii", "replace")
+        reason = self.door.refuses(address)
+        if reason is not None:
+            if self.door.refused <= 10 or self.door.refused % 1000 == 0:
+                log.warning("handshake refused: %s (%d refused so far)", reason, self.door.refused)
+            return [b"1.0", request[1], b"300", reason.encode()[:200], b"", b""]
+        return [b"1.0", request[1], b"200", b"OK", z85.encode(request[6]), b""]
