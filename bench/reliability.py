@@ -152,8 +152,9 @@ def _hostile_lines(h: dict) -> list[str]:
               "(`hostile.BIG_FLOOD`), and the same from 80 connections, more than the master lets in from one "
               "address without a hello (`hostile.WIDE_FLOOD`; the workers connect from that address too); memory "
               "after is the master's at its last sample, after they left. Handshakes are the flooders' that "
-              "completed (each connection shut down after its first frame comes back and completes another) and "
-              "those refused at the door (medians of the runs).", "",
+              "completed (a connection shut down for its first frame connects again, and that handshake counts "
+              "again) and those refused at the door (medians of the runs); the 80 flooding threads run on the same "
+              "2 cores as the master and its workers, so part of that slowdown is theirs.", "",
               "| run | runs | bag complete | wall (median) | slowdown | master memory (median / max) | after they left "
               "| handshakes completed / refused |",
               "|---|---:|---:|---:|---:|---:|---:|---:|"]
