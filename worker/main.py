@@ -416,8 +416,10 @@ class Worker:
                 self.tasks_done += 1
                 if self._sweep_leftovers(run):
                     run.stderr += b"\nbats-worker: killed what this task left running outside its process group\n"
-                self._deliver(run.result_fields(), now)
+            # the next tasks start before the results go out: the slot is busy again while they are sent
             self._start_queued(now)
+            for run in ended:
+                self._deliver(run.result_fields(), now)
 
     def _deliver(self, fields: dict[str, Any], now: float) -> None:
         """Send a result with ``ask=True``, or hold it until the master welcomes us again."""

@@ -26,7 +26,7 @@ import logging
 import os
 import signal
 import subprocess
-from typing import IO, Any
+from typing import Any
 
 import zmq
 
@@ -42,6 +42,18 @@ TIMEOUT_EXIT = -signal.SIGKILL
 # a task killed by one of these signals is reported only after OUTSIDE_KILL_GRACE_S (see _end)
 _STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGHUP})
 OUTSIDE_KILL_GRACE_S = 1.0
+
+
+_DEVNULL = -1
+
+
+def _devnull() -> int:
+    """One read-only /dev/null for every task's stdin, opened on first use and kept (close-on-exec:
+    each child gets it only as its fd 0)."""
+    global _DEVNULL
+    if _DEVNULL < 0:
+        _DEVNULL = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    return _DEVNULL
 
 
 class TaskRun:
@@ -66,7 +78,7 @@ class TaskRun:
         self.runtime_s = 0.0
         self.stdout = bytearray()
         self.stderr = bytearray()
-        self._pipes: dict[int, tuple[IO[bytes], bytearray]] = {}
+        self._pipes: dict[int, bytearray] = {}  # the open read ends of stdout and stderr, and their tails
         self._poller: zmq.Poller | None = None
 
     @classmethod
@@ -82,26 +94,36 @@ class TaskRun:
         """Spawn the command; a command that cannot even be spawned ends at once with code 127."""
         self.started = now
         self._poller = poller
+        out_r = out_w = err_r = err_w = -1
         try:
+            # the pipes are plain fds, not the file objects Popen would wrap them in (the loop reads
+            # them with os.read), and stdin is one /dev/null the worker keeps open
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
             self.proc = subprocess.Popen(
                 [self.shell, "-c", self.command],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdin=_devnull(),
+                stdout=out_w,
+                stderr=err_w,
                 start_new_session=True,
             )
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the command
+            for fd in (out_r, err_r):
+                if fd >= 0:
+                    os.close(fd)
             log.error("task %d: cannot start %s: %s", self.task, self.shell, exc)
             self.stderr += f"bats-worker: cannot start the task with {self.shell}: {exc}\n".encode()
             self.returncode = SPAWN_FAILED_EXIT
             self.exited_at = now
             self._end(now)
             return
-        for pipe, buf in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr)):
-            assert pipe is not None
-            fd = pipe.fileno()
+        finally:  # the child has its copies of the write ends (or there is no child)
+            for fd in (out_w, err_w):
+                if fd >= 0:
+                    os.close(fd)
+        for fd, buf in ((out_r, self.stdout), (err_r, self.stderr)):
             os.set_blocking(fd, False)
-            self._pipes[fd] = (pipe, buf)
+            self._pipes[fd] = buf
             poller.register(fd, zmq.POLLIN)
         if self.timeout_s is not None:
             self.kill_at = now + self.timeout_s / self.slowdown
@@ -119,8 +141,8 @@ class TaskRun:
 
     def read(self, fd: int) -> None:
         """Read what is available on one pipe; keep the tail; close the pipe at end-of-file."""
-        entry = self._pipes.get(fd)
-        if entry is None:
+        buf = self._pipes.get(fd)
+        if buf is None:
             return
         try:
             data = os.read(fd, READ_CHUNK)
@@ -132,7 +154,6 @@ class TaskRun:
         if not data:
             self._close(fd)
             return
-        buf = entry[1]
         buf += data
         excess = len(buf) - OUTPUT_TAIL_BYTES
         if excess > 0:
@@ -218,8 +239,8 @@ class TaskRun:
                   self.task, self.returncode, ended - self.started, self.runtime_s)
 
     def _close(self, fd: int) -> None:
-        pipe, _ = self._pipes.pop(fd)
+        del self._pipes[fd]
         if self._poller is not None:
             with contextlib.suppress(KeyError):
                 self._poller.unregister(fd)
-        pipe.close()
+        os.close(fd)
