@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
+from .frozen_init import fast_init
+
 if TYPE_CHECKING:
     from .option import Option
 
@@ -25,6 +27,7 @@ class Release:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Dispatch:
     machine: str
@@ -44,6 +47,7 @@ class Cancel:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RecordResult:
     """A task's final outcome, to be journaled once."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
+from .frozen_init import fast_init
+
 if TYPE_CHECKING:
     from .offers.compose import Offer
     from .option import Option
@@ -60,6 +62,7 @@ class MachineUp:
     slots: int = 1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class WorkerAsked:
     now: float
@@ -67,6 +70,7 @@ class WorkerAsked:
     n: int = 1
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TaskFinished:
     now: float
