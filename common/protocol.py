@@ -259,7 +259,34 @@ def _undecodable(exc: Exception) -> ProtocolError:
     return ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {_short(text)})")
 
 
+def _build_checks() -> dict[str, Any]:
+    """Per message type, one straight-line test that a message of that type is valid: the same tests
+    as :func:`_validate`'s loops over the tables above, unrolled (about twice as fast, on every
+    result). Only a message it refuses goes through the loops, which say what is wrong."""
+    checks: dict[str, Any] = {}
+    for kind, fields in _EXACT_TYPES.items():
+        namespace: dict[str, Any] = {"_M": _MISSING, "_CONTROL": _CONTROL, "VERSION": VERSION}
+        tests = ["type(m.get('v')) is int", "m['v'] == VERSION"]
+        for index, (field, types) in enumerate(fields):
+            namespace[f"_t{index}"] = types
+            tests.append(f"type(m.get({field!r}, _M)) in _t{index}")
+        for field, low, high in RANGES.get(kind, ()):
+            tests.append(f"(m[{field!r}] is None or {low!r} <= m[{field!r}] <= {high!r})")
+        for field in LINE_FIELDS.get(kind, ()):
+            tests.append(f"len(m[{field!r}]) <= {MAX_LINE_CHARS} and not _CONTROL.search(m[{field!r}])")
+        exec(f"def check(m):\n    return ({' and '.join(tests)})\n", namespace)  # noqa: S102 -- from the tables above
+        checks[kind] = namespace["check"]
+    return checks
+
+
+_CHECKS = _build_checks()
+
+
 def _validate(msg: Any, allowed: frozenset[str]) -> dict[str, Any]:
+    if type(msg) is dict:  # the common case, a valid message: one unrolled test
+        kind = msg.get("type")
+        if type(kind) is str and kind in allowed and _CHECKS[kind](msg):
+            return msg
     if not isinstance(msg, dict):
         raise ProtocolError(f"expected a map, got {type(msg).__name__}")
     version = msg.get("v")
