@@ -150,8 +150,13 @@ class Machine:
                 tally.free -= 1
             if not self.held:
                 tally.idle[self.cluster] -= 1
-        self.held.append((task, attempt))
-        self.mark_started(now)
+        held = self.held
+        held.append((task, attempt))
+        started = self.started  # mark_started, inlined: this runs once a result
+        missing = min(len(held), self.slots) - len(started)
+        if missing > 0:
+            started.extend([now] * missing)
+        self.running_since = started[0] if started else None
 
     def drop(self, index: int, now: float) -> None:
         """The task at ``held[index]`` ended or was stopped; a waiting one takes its slot now."""
@@ -163,8 +168,13 @@ class Machine:
                 tally.free += 1
             if not self.held:
                 tally.idle[self.cluster] += 1
-        self.mark_ended(index)
-        self.mark_started(now)
+        started = self.started  # mark_ended and mark_started, inlined: this runs once a result
+        if index < len(started):
+            del started[index]
+        missing = min(len(self.held), self.slots) - len(started)  # a waiting task took the freed slot
+        if missing > 0:
+            started.extend([now] * missing)
+        self.running_since = started[0] if started else None
 
     def drop_all(self) -> None:
         """Everything it holds goes back (a lost or reconnected worker)."""

@@ -316,11 +316,16 @@ class Server(Driver):
         peer.last_seen = time.monotonic()
         if kind == "result":
             now = clock.now()
-            self._feed(c.TaskFinished(
-                now, peer.machine, msg["task"], msg["attempt"], msg["exit_code"],
-                self._believable_runtime(peer.machine, float(msg["runtime_s"]), now), msg["timed_out"], msg["ask"],
-                _tail(msg["stdout"]), _tail(msg["stderr"]),
-            ))
+            runtime_s = float(msg["runtime_s"])
+            if runtime_s > 1.0:  # at most 1 s always passes (see _believable_runtime)
+                runtime_s = self._believable_runtime(peer.machine, runtime_s, now)
+            out, err = msg["stdout"], msg["stderr"]
+            if type(out) is not bytes or len(out) > OUTPUT_TAIL_BYTES:
+                out = _tail(out)
+            if type(err) is not bytes or len(err) > OUTPUT_TAIL_BYTES:
+                err = _tail(err)
+            self._feed(c.TaskFinished(now, peer.machine, msg["task"], msg["attempt"], msg["exit_code"], runtime_s,
+                                      msg["timed_out"], msg["ask"], out, err))
         elif kind == "ask":
             self._feed(c.WorkerAsked(clock.now(), peer.machine, msg["n"]))
         elif kind == "bye":  # it left on its own (a signal, its shell missing): the machine is no use, let it go

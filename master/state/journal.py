@@ -402,19 +402,27 @@ class Journal:
         """Buffer a task's result (it replaces any earlier one for that task); see :meth:`flush`."""
         if status not in RESULT_STATUSES:
             raise ValueError(f"result status must be 'done' or 'failed', not {status!r}")
-        # Convert now: a value SQLite cannot bind would otherwise make every later flush fail.
-        row: ResultRow = (
-            int(task_id),
-            status,
-            None if exit_code is None else int(exit_code),
-            _opt_float(runtime_s),
-            str(machine),
-            int(attempts),
-            1 if timed_out else 0,
-            _as_bytes(stdout),
-            _as_bytes(stderr),
-            float(finished_at),
-        )
+        # Convert now: a value SQLite cannot bind would otherwise make every later flush fail. The
+        # server's results already have these exact types (the first branch, on every result).
+        row: ResultRow
+        if (type(task_id) is int and type(exit_code) is int and type(runtime_s) is float and type(machine) is str
+                and type(attempts) is int and type(stdout) is bytes and type(stderr) is bytes
+                and type(finished_at) is float):
+            row = (task_id, status, exit_code, runtime_s, machine, attempts, 1 if timed_out else 0, stdout, stderr,
+                   finished_at)
+        else:
+            row = (
+                int(task_id),
+                status,
+                None if exit_code is None else int(exit_code),
+                _opt_float(runtime_s),
+                str(machine),
+                int(attempts),
+                1 if timed_out else 0,
+                _as_bytes(stdout),
+                _as_bytes(stderr),
+                float(finished_at),
+            )
         with self._lock:
             self._require_open()
             self._pending_results[row[0]] = row
