@@ -41,6 +41,6 @@ def fast_init(cls: T) -> T:
     exec(source, namespace)  # noqa: S102 -- built above from the class's own field names
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"  # type: ignore[attr-defined]
-    init.__module__ = cls.__module__  # type: ignore[attr-defined]
+    init.__module__ = cls.__module__
     cls.__init__ = init  # type: ignore[misc]
     return cls
