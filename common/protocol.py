@@ -259,12 +259,14 @@ def _undecodable(exc: Exception) -> ProtocolError:
     return ProtocolError(f"not a msgpack frame ({type(exc).__name__}: {_short(text)})")
 
 
-def _build_checks() -> dict[str, Any]:
+class _Checks(dict[str, Any]):
     """Per message type, one straight-line test that a message of that type is valid: the same tests
     as :func:`_validate`'s loops over the tables above, unrolled (about twice as fast, on every
-    result). Only a message it refuses goes through the loops, which say what is wrong."""
-    checks: dict[str, Any] = {}
-    for kind, fields in _EXACT_TYPES.items():
+    result). Only a message it refuses goes through the loops, which say what is wrong. Each test
+    is built the first time its type is seen (a worker never sees most types)."""
+
+    def __missing__(self, kind: str) -> Any:
+        fields = _EXACT_TYPES[kind]
         namespace: dict[str, Any] = {"_M": _MISSING, "_CONTROL": _CONTROL, "VERSION": VERSION}
         tests = ["type(m.get('v')) is int", "m['v'] == VERSION"]
         for index, (field, types) in enumerate(fields):
@@ -275,11 +277,11 @@ def _build_checks() -> dict[str, Any]:
         for field in LINE_FIELDS.get(kind, ()):
             tests.append(f"len(m[{field!r}]) <= {MAX_LINE_CHARS} and not _CONTROL.search(m[{field!r}])")
         exec(f"def check(m):\n    return ({' and '.join(tests)})\n", namespace)  # noqa: S102 -- from the tables above
-        checks[kind] = namespace["check"]
-    return checks
+        check = self[kind] = namespace["check"]
+        return check
 
 
-_CHECKS = _build_checks()
+_CHECKS = _Checks()
 
 
 def _validate(msg: Any, allowed: frozenset[str]) -> dict[str, Any]:

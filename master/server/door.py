@@ -28,13 +28,13 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
 
 import zmq
 from zmq.utils import z85
-from zmq.utils.monitor import parse_monitor_message
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,10 @@ HELLO_WITHIN_S = 30.0  # a connection gets this long to be admitted (a worker wa
 # shut down and reconnects: harmless)
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
 _ZAP_ENDPOINT = "inproc://zeromq.zap.01"
+# a monitor event's first frame: the event (16 bits) and its value (32 bits, here the connection's
+# descriptor), as libzmq writes it; read here rather than with zmq.utils.monitor, which imports
+# asyncio (tens of milliseconds of every run's start-up)
+_MONITOR_EVENT = struct.Struct("=hi")
 
 
 @dataclass
@@ -176,6 +180,7 @@ class DoorKeeper(threading.Thread):
         self._ready = threading.Event()
         self._stopping = threading.Event()
         self._failed: BaseException | None = None
+        self._wake_r, self._wake_w = os.pipe()  # stop() wakes the thread's poll at once through it
 
     def watch(self, router: zmq.Socket) -> None:
         """Start the monitor of ``router`` and the thread, and wait until it answers ZAP requests."""
@@ -187,7 +192,20 @@ class DoorKeeper(threading.Thread):
 
     def stop(self) -> None:
         self._stopping.set()
-        self.join(timeout=5)
+        try:
+            os.write(self._wake_w, b"\0")
+        except OSError:  # stopped twice: the pipe is closed already
+            pass
+        if self.is_alive():
+            self.join(timeout=5)
+        if self.is_alive():  # still in its poll: its pipe stays open
+            return
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._wake_r = self._wake_w = -1
 
     def run(self) -> None:
         try:
@@ -204,6 +222,7 @@ class DoorKeeper(threading.Thread):
         poller = zmq.Poller()
         poller.register(zap, zmq.POLLIN)
         poller.register(monitor, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
         self._ready.set()
         try:
             while not self._stopping.is_set():
@@ -226,15 +245,17 @@ class DoorKeeper(threading.Thread):
     def _events(self, monitor: zmq.Socket) -> None:
         while True:
             try:
-                event = parse_monitor_message(monitor.recv_multipart(zmq.NOBLOCK))
+                frames = monitor.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            fd = int(event["value"])
-            if event["event"] == zmq.EVENT_ACCEPTED:
+            if len(frames) != 2 or len(frames[0]) != _MONITOR_EVENT.size:
+                continue  # not libzmq's event format: nothing to count
+            event, fd = _MONITOR_EVENT.unpack(frames[0])
+            if event == zmq.EVENT_ACCEPTED:
                 peer = _peer(fd)
                 if peer is not None:
                     self.door.opened(fd, peer[0], peer[1], time.monotonic())
-            elif event["event"] == zmq.EVENT_DISCONNECTED:
+            elif event == zmq.EVENT_DISCONNECTED:
                 self.door.closed(fd)
 
     def _answer(self, request: list[bytes]) -> list[bytes]:
