@@ -146,3 +146,29 @@ def test_an_ec2_cluster_without_a_bucket_is_refused_with_files(tmp_path):
     done = run(tmp_path, "--bag", "tasks.txt", "--config", str(path), "--state-dir", "run", timeout=60)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "[clusters.od] files_s3: required with [files]" in done.stderr
+
+
+def test_outputs_a_machine_put_outside_a_tasks_folder_or_over_the_limit_stay_in_s3(aws, tmp_path):
+    """The bucket is written by the machines: a key that would land outside STATE_DIR/files/outputs/ID,
+    or a file larger than max_output, is not brought back (and named in the log)."""
+    from bats.common.config import ClusterConfig
+    from bats.common.files import FilesConfig
+    from bats.provisioners.base import Bootstrap
+    from bats.provisioners.ec2 import Ec2Provisioner
+
+    opts = {key: default for key, (_kind, default) in Ec2Provisioner.OPTIONS.items()}
+    opts.update(instance_type="t3.micro", image="ami-12345678", endpoint_url=aws.endpoint, region="us-east-1",
+                files_s3=f"s3://{BUCKET}/p", files_endpoint_url=aws.endpoint)
+    cluster = ClusterConfig(name="c", provisioner="ec2", max=1, price=0.1, atu_s=3600.0, options=opts)
+    state = tmp_path / "state"
+    p = Ec2Provisioner(cluster, Bootstrap("tcp://127.0.0.1:9", "r", state_dir=str(state),
+                                          files=FilesConfig(outputs=("out-{id}.txt",), max_output=10)))
+    for key, body in [("p/r/outputs/4/out-4.txt", b"fine"), ("p/r/outputs/5/../../../../escape.txt", b"x"),
+                      ("p/r/outputs/abc/out.txt", b"x"), ("p/r/outputs/6/out-6.txt", b"x" * 11),
+                      ("p/r/outputs/7//etc/passwd", b"x")]:
+        aws.s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+    p._fetch_outputs()
+    kept = sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*") if path.is_file())
+    assert kept == ["state/files/outputs/4/out-4.txt"]
+    p._fetch_outputs()  # each key once: nothing is fetched again
+    assert (state / "files" / "outputs" / "4" / "out-4.txt").read_bytes() == b"fine"
