@@ -6,8 +6,8 @@ is fed by its own source, the modules it imports and the data files it reads. :f
 the modules statically: it follows every ``import`` in the script (inside functions too), and in each
 module it reaches, as long as the module lies under :data:`ROOTS`, the code that decides the figures:
 the policy cores, the planner, the billing, the simulator, the config and the bench helpers. The
-command line, the server, the views, the provisioners and the worker are not followed: they print
-and carry, they do not compute the figures. Each Python file enters the hash as its syntax tree with
+command line, the server, the views, the provisioners, the worker and the wire format
+(:data:`LEFT_OUT`) are not followed: they print and carry, they do not compute the figures. Each Python file enters the hash as its syntax tree with
 the docstrings dropped (a comment, a docstring or a reformatting changes nothing); each data file
 (:data:`DATA`) as its bytes; then the arguments the script ran with (those that change the output:
 ``--out`` and ``--quiet`` do not). :func:`line` is the header line; :func:`recorded` reads it back.
@@ -26,6 +26,9 @@ PACKAGE_DIRS = {"bats.master": "master", "bats.common": "common", "bats.provisio
                 "bats.worker": "worker", "bats": "bats"}  # pyproject's package-dir
 # what the figures depend on: the modules of these folders and files are followed and hashed
 ROOTS = ("master/core", "master/sim", "master/driver.py", "master/choosing.py", "common", "bench")
+# modules those import that carry or check data without computing a figure: the wire format (the
+# config reads one limit from it) and the shipping of [files]
+LEFT_OUT = ("common/protocol.py", "common/files.py")
 DATA = ("deploy/examples/paper/*.toml",)  # the scenarios the generators read
 PREFIX = "<!-- inputs sha256:"
 QUIET_ARGS = ("--out", "-q", "--quiet")  # arguments that change where and how, not what
@@ -58,7 +61,7 @@ def _module_of(path: Path) -> str:
 
 def _in_roots(path: Path) -> bool:
     rel = path.relative_to(REPO).as_posix()
-    return any(rel == root or rel.startswith(root + "/") for root in ROOTS)
+    return rel not in LEFT_OUT and any(rel == root or rel.startswith(root + "/") for root in ROOTS)
 
 
 def _imports(path: Path) -> Iterable[str]:

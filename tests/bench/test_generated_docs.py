@@ -36,6 +36,7 @@ def test_the_hash_follows_the_code_that_decides_the_figures_and_ignores_docstrin
             "master/core/bats/policy.py", "common/config.py", "bench/sections.py"} <= covered
     assert not any(p.startswith(("master/cli", "master/server", "master/views", "provisioners", "worker"))
                    for p in covered)
+    assert "common/protocol.py" not in covered and "common/files.py" not in covered
     source = tmp_path / "m.py"
     source.write_text('"""One."""\n\ndef f(x):\n    """Doc."""\n    return x + 1  # a comment\n')
     before = fingerprint._code(source)
