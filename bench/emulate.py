@@ -36,13 +36,15 @@ import zmq
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode, frames
 
 SWEEP_S = 0.1  # how often every machine's heartbeat and liveness are looked at
+PER_SOURCE = 50  # emulated machines per loopback address with --source-from (the master's door lets 64 wait)
+JOIN_RETRY_S = 2.0  # told to wait for its seat, a machine says hello again after this long (as bats-worker)
 
 
 class Emulated:
     """One emulated machine: its socket and what a worker would keep."""
 
     __slots__ = ("name", "sock", "welcomed", "capacity", "held", "queue", "busy", "last_sent", "last_recv",
-                 "last_beat", "beat_gap", "frame_gap", "stopped", "out")
+                 "last_beat", "beat_gap", "frame_gap", "stopped", "out", "hello_at")
 
     def __init__(self, name: str, sock: zmq.Socket, now: float) -> None:
         self.name, self.sock = name, sock
@@ -56,6 +58,7 @@ class Emulated:
         self.beat_gap = self.frame_gap = 0.0
         self.stopped = False
         self.out: list[bytes] = []
+        self.hello_at: float | None = None  # told to wait for its seat: when to say hello again
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--names", required=True, help="comma-separated machine names, one emulated machine each")
     p.add_argument("--task-s", type=float, default=0.0, help="0: no-op tasks; else each task takes this long")
     p.add_argument("--out", required=True)
+    p.add_argument("--source-from", type=int, default=0, metavar="N",
+                   help="connect from loopback addresses 127.0.0.N, N+1, ... (PER_SOURCE machines each), as "
+                        "machines on separate hosts do: the master lets only so many connections of one address "
+                        "wait for their hello; 0 (default): the system's choice")
     args = p.parse_args(argv)
     token = Path(args.token_file).read_text().strip()
     stopping = []
@@ -77,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     now = time.monotonic()
     machines: dict[zmq.Socket, Emulated] = {}
     host = os.uname().nodename
-    for name in args.names.split(","):
+    for number, name in enumerate(args.names.split(",")):
         sock = ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTING_ID, b"w" + os.urandom(15))
@@ -86,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             sock.setsockopt(zmq.CURVE_SERVERKEY, args.server_key.encode("ascii"))
             sock.setsockopt(zmq.CURVE_PUBLICKEY, public)
             sock.setsockopt(zmq.CURVE_SECRETKEY, secret)
-        sock.connect(args.master)
+        if args.source_from:  # libzmq's "tcp://SOURCE:0;DESTINATION" connects from SOURCE
+            source = f"127.0.0.{args.source_from + number // PER_SOURCE}"
+            sock.connect(args.master.replace("tcp://", f"tcp://{source}:0;", 1))
+        else:
+            sock.connect(args.master)
         m = machines[sock] = Emulated(name, sock, now)
         sock.send(encode("hello", machine=name, token=token, cluster=args.cluster, host=host, cpus=1,
                          version="emulated"))
@@ -94,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 
     heartbeat_s, liveness_s = 2.0, 15.0  # until a welcome says otherwise
     stats = {"machines": len(machines), "welcomed": 0, "results": 0, "tasks": 0, "silences": 0,
-             "unknown": 0, "stopped": 0, "cancels": 0, "first_result": None, "last_result": None}
+             "unknown": 0, "stopped": 0, "cancels": 0, "waits": 0, "first_result": None, "last_result": None}
     timers: list[tuple[float, int, int, int]] = []  # (end, machine index, task, attempt) for sleep runs
     index = {id(m): i for i, m in enumerate(machines.values())}
     by_index = list(machines.values())
@@ -166,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                         m.capacity = msg["slots"] + msg["prefetch"]
                         if m.capacity - m.held > 0:
                             m.out.append(encode("ask", n=m.capacity - m.held))
+                    elif kind == "wait" and not m.welcomed:  # its seat is not open yet: hello again soon
+                        stats["waits"] += 1
+                        m.hello_at = now + JOIN_RETRY_S
                     elif kind == "cancel":
                         stats["cancels"] += 1
                     elif kind == "unknown":  # the master forgot this machine (took it for lost)
@@ -188,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
             for m in by_index:
                 if m.stopped:
                     continue
+                if not m.welcomed and m.hello_at is not None and now >= m.hello_at:
+                    m.hello_at = None
+                    m.out.append(encode("hello", machine=m.name, token=token, cluster=args.cluster, host=host,
+                                        cpus=1, version="emulated"))
+                    flush(m, now)
                 if m.welcomed and now - m.last_sent >= heartbeat_s:
                     m.out.append(encode("heartbeat"))
                     flush(m, now)

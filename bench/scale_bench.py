@@ -33,6 +33,7 @@ from sections import Section, fmt, median, verdict
 BENCH_DIR = Path(__file__).resolve().parent
 EMULATE = BENCH_DIR / "emulate.py"
 PER_EMULATOR = 250  # emulated machines per emulator process
+PER_SOURCE = 50  # ... and per loopback address they connect from (bench/emulate.py --source-from)
 FLEETS = (200, 500, 1000)
 
 # the targets (the "done when")
@@ -90,7 +91,8 @@ def run_fleet(work: Path, bats_master: Path, machines: int, task_s: float, n_tas
                 proc = subprocess.Popen([sys.executable, str(EMULATE), "--master", endpoint, "--server-key",
                                          public.decode("ascii"), "--token-file", str(state / "join" / "emu.token"),
                                          "--cluster", "emu", "--names", ",".join(names[start:start + PER_EMULATOR]),
-                                         "--task-s", str(task_s), "--out", str(out)])
+                                         "--task-s", str(task_s), "--out", str(out),
+                                         "--source-from", str(2 + start // PER_SOURCE)])
                 emulators.append((proc, out))
             code = master.wait(timeout=1800)
         finally:
