@@ -94,14 +94,21 @@ class FlagChooser:
         return self.ids.renumber([option])[0]
 
     def _as_shown(self, chosen: Chosen) -> None:
-        """Say so when the run cannot use the chosen row as it was shown: a budget raised for the
-        rounding problem (seed 000 Theorem 1) pays the row's machines only with its cushion."""
+        """Say which row runs when it is not the chosen one: a budget raised for the rounding problem
+        (seed 000 Theorem 1) pays the row's machines only with its cushion, and without it the run
+        takes the row the table shows for that ("cheapest (no cushion)")."""
+        from ..core.planning.planner import NO_CUSHION
+
         option = chosen.option
-        if option.rounding == "a" and not chosen.cushion_accepted and option.budget < option.cost - 1e-9:
-            machines = ", ".join(f"{n} x {name}" for name, n in option.machines.items() if n)
-            emit(f"option {option.id}'s row ({machines}) costs {option.cost:g}, above its budget {option.budget:g}: "
-                 f"its machines need the cushion ({option.cushion:g}); without it the run takes the fastest "
-                 f"configuration its budget pays (--cushion yes runs the row as shown)", file=self.out)
+        if option.rounding != "a" or chosen.cushion_accepted or not option.cushion:
+            return
+        label = option.label + NO_CUSHION
+        row = next((o for o in self.offered if label in (o.label, *o.also)), None)
+        if row is None:
+            return
+        machines = ", ".join(f"{n} x {name}" for name, n in option.machines.items() if n)
+        emit(f"option {option.id}'s machines ({machines}) need its cushion ({option.cushion:g}); declined, the run "
+             f"takes option {row.id} ({label}) as shown (--cushion yes runs option {option.id})", file=self.out)
 
     def show(self, offer: OfferOptions, core: Core | None = None) -> None:
         if self.before_show is not None:

@@ -6,8 +6,10 @@
         profitability    1.00      1.33
     cheapest (option 2) is seed 000's B_min1 schedule: ...
 
-A ``*`` marks options on the Pareto front of (makespan, cost); a schedule that several of the
-paper's labels produced shows them all ("fastest-20%, +20%"). ``cost`` is what the configuration
+A ``*`` marks an option no other row is as fast as for less (its figures as shown: the makespan
+and cost counted with the machines up, and the odds when the options carry them); a schedule that
+several of the paper's labels produced shows them all ("fastest-20%, +20%"), and a row labelled
+"cheapest (no cushion)" is what the cheapest option runs when its cushion is declined. ``cost`` is what the configuration
 is estimated to cost, ``budget`` what its execution is held to (a schedule's budget, which may be
 below its cost when its budget was raised for the rounding problem; a Pareto point's is its cost),
 ``cushion`` what it may spend beyond the budget when the operator accepts it. When some option
@@ -100,7 +102,7 @@ def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[floa
         ids = ", ".join(str(o.id) for o in raised)
         lines.append(f"note: option(s) {ids} cost more than their budget: the budget was raised to fit the last "
                      "tasks (seed 000's rounding, case a), and the row's machines run only with the cushion "
-                     "(--cushion yes); without it the run takes the fastest configuration the budget pays")
+                     "(--cushion yes); without it the run takes the row labelled '... (no cushion)'")
     if hidden:
         lines.append(f"({hidden} more Pareto-optimal option(s) between these; --all-options shows them, "
                      "any id works with --schedule)")

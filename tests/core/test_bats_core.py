@@ -26,7 +26,7 @@ from bats.master.core.bats.policy import BatsCore, BatsSettings, Choice
 from bats.master.core.events import ScheduleChosen
 from bats.master.core.planning.estimate import REPLICATED_TASKS, sample_size
 from bats.master.core.planning.paid_time import with_machines_up
-from bats.master.core.planning.planner import ClusterPlan, Option, Planner
+from bats.master.core.planning.planner import ClusterPlan, Option, Planner, shown
 from bats.master.sim.driver import simulate
 from bats.master.sim.runtimes import parse_runtimes
 
@@ -122,8 +122,17 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
     # in that time, so with a1 and a2 the 16 tasks end by 30 s (6 whole a tasks and 12 b ones; 25 s
     # ends 4 and 10, and the fluid 16 / (0.2 + 0.4) = 26.7 s splits tasks), not 16 / 0.2 = 80 s
     paid = {"a": [50.0, 50.0], "b": [50.0, 50.0]}
-    options = tuple(with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options())
-    assert (planner.options()[0].makespan_s, options[0].makespan_s) == (80.0, pytest.approx(30.0))
+    made = [with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options()]
+    assert (planner.options()[0].makespan_s, made[0].makespan_s) == (80.0, pytest.approx(30.0))
+    # counted so, the planner's 8 Pareto points are 3 (30 s for $0, 25 s for $1, 20 s for $2): the
+    # others are as fast for more, or for the same money held to a larger budget. The table shows
+    # those 3, and a label whose row had a twin as fast for less moves to the twin: `fastest` is
+    # 2 x a + 3 x b ($2), not every machine (3 x a + 3 x b, 20 s as well, $3)
+    options = tuple(shown(made))
+    assert [(o.id, o.label, o.also, o.machines, o.makespan_s, o.cost, o.budget, o.pareto) for o in options] == [
+        (1, "cheapest", ("+20%",), {"a": 2, "b": 0}, pytest.approx(30.0), 0.0, 2.0, True),
+        (2, "fastest-20%", (), {"a": 3, "b": 0}, pytest.approx(25.0), 1.0, 3.0, True),
+        (3, "fastest", (), {"a": 2, "b": 3}, pytest.approx(20.0), 2.0, 8.0, True)]
     offer = c.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})
     # every sampling machine is marked for the end of its first ATU minus the margin (100 - 10 s);
     # a1 can still run a 10 s task before t=90, so it gets one
@@ -136,14 +145,12 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
     assert actions == [c.WakeAt(90.0)] * 4 + [offer, dispatch] and dispatch.machine == "a1"
     # each option costs what it is billed from now: `cheapest` ends by t=70, inside the time its
     # two a machines have paid (its planner figure, $2, stays its budget), and `fastest` pays only
-    # the first ATU of the two machines it adds (a3, $1, and b3, $2)
-    assert [(o.id, o.label, o.machines, o.cost, o.budget) for o in (options[0], options[-1])] == [
-        (1, "cheapest", {"a": 2, "b": 0}, 0.0, 2.0), (8, "fastest", {"a": 3, "b": 3}, 3.0, 9.0)]
+    # the first ATU of the machine it adds (b3, $2)
     assert core.phase == b.OFFERING and core.sampling_cost == 2 * 1.0 + 2 * 2.0
     assert {m.id: (m.release_at, m.release_reason) for m in core.live_machines()} == {
         m: (90.0, DONE_SAMPLING) for m in ("a1", "a2", "b1", "b2")}
     report = core.report(40.0)
-    assert report["phase"] == "offering" and report["tasks_at_plan"] == 16 and len(report["options"]) == 8
+    assert report["phase"] == "offering" and report["tasks_at_plan"] == 16 and len(report["options"]) == 3
     assert report["cost"] == {"total": 6.0, "idle": 0.0, "sampling": 6.0, "execution": 0.0}
 
 
@@ -174,7 +181,8 @@ def test_the_options_wait_for_the_measured_boot_of_the_machines_they_add():
     # whole tasks (10 s on a, 5 s on b); the fluid model, 8 + (16 - 8 * 0.6) / 0.9 = 20.4 s, splits them
     assert fastest.machines == plain.machines == {"a": 3, "b": 3}
     assert (plain.makespan_s, fastest.makespan_s) == (pytest.approx(16 / 0.9), pytest.approx(23.0))
-    assert fastest == with_machines_up(plain, planner.clusters, 16, paid, {"a": 8.0, "b": 8.0})
+    shown_at = dataclasses.replace(with_machines_up(plain, planner.clusters, 16, paid, {"a": 8.0, "b": 8.0}), id=4)
+    assert fastest == shown_at and [o.id for o in core.options] == [1, 2, 3, 4]
 
 
 def test_a_price_change_while_the_operator_chooses_re_plans_and_offers_again():
@@ -188,28 +196,31 @@ def test_a_price_change_while_the_operator_chooses_re_plans_and_offers_again():
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3),
                        ClusterPlan("b", 5.0, 0.5, 100.0, 3)], 16)
     paid = {"a": [48.0, 48.0], "b": [48.0, 48.0]}  # until t=90
-    options = tuple(with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options())
+    options = tuple(shown([with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options()]))
     assert actions == [c.Notify("price of b 2 -> 0.5: the options were re-planned"),
                        c.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})]
     assert core.phase == b.OFFERING and core.options == list(options)
     assert core.choose("cheapest").machines == {"a": 0, "b": 1}
+    # 3 x b is the fastest and 0.8 of the fastest's budget alike once the machines up count
+    assert [(o.label, o.also, o.machines) for o in options] == [
+        ("cheapest", ("+20%",), {"a": 0, "b": 1}), ("fastest-20%", ("fastest",), {"a": 0, "b": 3})]
 
 
 def test_schedule_chosen_acquires_the_missing_machines_and_keeps_sampling_machines():
-    """Option 4 is 3 x a + 1 x b for $5. Both a machines and one b machine are unmarked and kept;
-    one a machine is acquired: the budget pays the next ATU of a1, a2 and b1 ($4, their first one
-    was the sampling cost) and the first ATU of the new one ($1). b2 stays marked for t=90."""
+    """Option 2 is 3 x a for $3. Both a machines are unmarked and kept; one a machine is acquired:
+    the budget pays the next ATU of a1 and a2 ($2, their first one was the sampling cost) and the
+    first ATU of the new one ($1). b1 and b2 stay marked for t=90."""
     d, _event, _actions = sampled()
     core = d.core
-    option = core.choose("4")
-    assert option.machines == {"a": 3, "b": 1} and option.budget == 5.0
+    option = core.choose("2")
+    assert option.machines == {"a": 3, "b": 0} and option.budget == 3.0
     assert d.feed(ScheduleChosen(40.0, option)) == [
-        c.Notify("executing option 4 (pareto): 3 x a, 1 x b, budget 5"),
+        c.Notify("executing option 2 (fastest-20%): 3 x a, budget 3"),
         c.Acquire("a", 1),
         c.WakeAt(90.0),  # the next monitoring check
     ]
-    assert {m.id: m.release_at for m in core.live_machines()} == {"a1": None, "a2": None, "b1": None, "b2": 90.0}
-    assert (core.phase, core.budget, core.cushion, core.selected) == (b.EXECUTING, 5.0, 0.0, option)
+    assert {m.id: m.release_at for m in core.live_machines()} == {"a1": None, "a2": None, "b1": 90.0, "b2": 90.0}
+    assert (core.phase, core.budget, core.cushion, core.selected) == (b.EXECUTING, 3.0, 0.0, option)
     # a second choice is ignored
     assert d.feed(ScheduleChosen(41.0, core.choose("fastest"))) == []
 
@@ -217,29 +228,36 @@ def test_schedule_chosen_acquires_the_missing_machines_and_keeps_sampling_machin
 def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
     """The options are for the 16 tasks left at t=40; the sampling machines go on until the answer
     at t=50, when 7 are left. The choice keeps its meaning there: `fastest` is the fastest
-    configuration for 7 tasks (all six machines, 10 s in whole tasks); a Pareto configuration
-    chosen by id is the same machines planned again for 7 tasks (with the paid time of the sampling
+    configuration for 7 tasks (10 s in whole tasks: three a machines, with the two b machines let
+    go but paid until t=90, end them as soon as all six would, for less); a configuration chosen
+    by id is the same machines planned again for 7 tasks (with the paid time of the sampling
     machine it lets go)."""
     d, _event, _actions = sampled()
     core = d.core
     offered = core.choose("fastest")
-    assert (offered.machines, round(offered.makespan_s)) == ({"a": 3, "b": 3}, 20)  # 6 a + 12 b tasks
+    assert (offered.machines, round(offered.makespan_s)) == ({"a": 2, "b": 3}, 20)  # 4 a + 12 b tasks
     d.through(50.0)
     assert core.remaining == 7
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3),
                        ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 7)
     paid = {"a": [40.0, 40.0], "b": [40.0, 40.0]}  # until t=90
-    options = [with_machines_up(o, planner.clusters, 7, paid, {}) for o in planner.options()]
-    fastest = next(o for o in options if o.label == "fastest")
+    options = shown([with_machines_up(o, planner.clusters, 7, paid, {}) for o in planner.options()])
+    fastest = next(o for o in options if "fastest" in (o.label, *o.also))
     assert d.feed(ScheduleChosen(50.0, offered))[:2] == [
-        c.Notify("9 task(s) ended while the options were shown: option 8 (fastest) planned again for the 7 left: "
-                 "3 x a, 3 x b, 10 s, budget 9 (offered: 3 x a, 3 x b, 20 s, budget 9)"),
-        c.Notify(f"executing option {fastest.id} (fastest): 3 x a, 3 x b, budget 9")]
+        c.Notify("9 task(s) ended while the options were shown: option 3 (fastest) planned again for the 7 left: "
+                 "3 x a, 10 s, budget 3 (offered: 2 x a, 3 x b, 20 s, budget 8)"),
+        c.Notify("executing option 2 (fastest-20%): 3 x a, budget 3")]
     assert (core.selected, core.tasks_at_plan, core.options) == (fastest, 7, options)
 
     d, _event, _actions = sampled()
     core = d.core
-    offered = core.choose("4")
+    # a configuration the table no longer shows (3 x a + 1 x b, a Pareto point of the planner's
+    # figures), chosen by its id in an earlier table
+    planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)], 16)
+    paid = {"a": [50.0, 50.0], "b": [50.0, 50.0]}
+    offered = next(with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options()
+                   if o.machines == {"a": 3, "b": 1})
+    assert offered.id == 4
     d.through(50.0)
     actions = d.feed(ScheduleChosen(50.0, offered))
     assert actions[0] == c.Notify("9 task(s) ended while the options were shown: option 4 (pareto) planned again "
@@ -252,7 +270,7 @@ def test_a_choice_made_while_tasks_ended_is_planned_again_for_the_tasks_left():
 def test_a_choice_made_before_any_task_ended_is_kept_as_offered():
     d, _event, _actions = sampled()
     option = d.core.choose("fastest")
-    assert d.feed(ScheduleChosen(40.0, option))[0] == c.Notify("executing option 8 (fastest): 3 x a, 3 x b, budget 9")
+    assert d.feed(ScheduleChosen(40.0, option))[0] == c.Notify("executing option 3 (fastest): 2 x a, 3 x b, budget 8")
     assert d.core.selected == option
 
 
@@ -261,7 +279,7 @@ def test_choose_names_an_option():
     core = d.core
     assert core.choose("cheapest") == core.options[0] and core.choose(" Cheapest ").label == "cheapest"
     assert core.choose("fastest") == core.options[-1]
-    assert core.choose("3") == core.options[2] and core.choose("3").machines == {"a": 2, "b": 1}
+    assert core.choose("3") == core.options[2] and core.choose("3").machines == {"a": 2, "b": 3}
     # the fastest configuration within $25 is every machine, $9 by the planner, of which it is billed
     # only the new a3 and b3's first ATUs ($3): the sampling machines' paid time does the rest
     within = core.choose("$25")
@@ -271,8 +289,8 @@ def test_choose_names_an_option():
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("0", "no option 0 (options are 1 to 8)"),
-    ("9", "no option 9 (options are 1 to 8)"),
+    ("0", "no option 0 (options are 1 to 3)"),
+    ("4", "no option 4 (options are 1 to 3)"),
     ("soon", "'soon': expected cheapest, fastest, an option id or a budget such as $25"),
     ("$0", "'$0': a budget must be a positive amount"),
     ("$-3", "'$-3': a budget must be a positive amount"),

@@ -45,10 +45,13 @@ def test_the_last_task_waits_for_a_fast_machine_about_to_be_free_not_a_slow_idle
 
 def test_an_idle_fast_machine_copies_a_slow_machines_task_and_its_result_stops_the_original():
     # a takes 20 s, b 5 s: at t=110 the bag is dry, b2 is idle in a paid ATU (edge 200) while a1 runs
-    # task 49 until 120; the copy on b2 ends at 115 and wins, a1's attempt is stopped
+    # task 49 until 120; the copy on b2 ends at 115 and wins, a1's attempt is stopped. b2, idle with
+    # nothing left in the bag, is marked to go at the end of the ATU it paid (200 less the 10 s
+    # margin): the money left would renew it, for nothing to run
     d = executing(50, {"a": 20.0, "b": 5.0})
     assert step_at(d, 110.0, "b2") == [c.Dispatch("b2", 49, 2)]
-    assert step_at(d, 115.0, "b2") == [c.Cancel("a1", 49, 1, "another copy of the task ended first")]
+    assert step_at(d, 115.0, "b2") == [c.WakeAt(190.0), c.Cancel("a1", 49, 1, "another copy of the task ended first")]
+    assert d.core.machines["b2"].release_reason == "nothing left to run: released at the end of its paid time"
     assert [(r.machine, r.status) for r in recorded(d, 49)] == [("b2", "done")]
     assert d.core.machines["a1"].held == []
     figures = d.core.report(115.0)["endgame"]
@@ -60,7 +63,8 @@ def test_when_the_original_ends_first_the_copy_is_stopped_and_the_task_recorded_
     d = executing(50, {"a": 20.0, "b": 5.0})
     assert step_at(d, 110.0, "b2") == [c.Dispatch("b2", 49, 2)]
     d.running["b2"] = [(125.0, 49, 2)]  # the copy turns out slower than its cluster's mean
-    assert step_at(d, 120.0, "a1")[0] == c.Cancel("b2", 49, 2, "another copy of the task ended first")
+    # a1 ends the task at 120 with nothing left to take: it is marked for the end of its paid ATU
+    assert step_at(d, 120.0, "a1") == [c.WakeAt(190.0), c.Cancel("b2", 49, 2, "another copy of the task ended first")]
     assert [(r.machine, r.status) for r in recorded(d, 49)] == [("a1", "done")]
     figures = d.core.report(120.0)["endgame"]
     assert (figures["copies_started"], figures["copies_won"], figures["copy_paid_s"]) == (1, 0, 10.0)
@@ -70,7 +74,7 @@ def test_a_copy_that_fails_while_the_original_runs_is_dropped_not_counted_as_a_f
     d = executing(50, {"a": 20.0, "b": 5.0})
     assert step_at(d, 110.0, "b2") == [c.Dispatch("b2", 49, 2)]
     d.running["b2"] = []
-    assert d.feed(c.TaskFinished(115.0, "b2", 49, 2, 1, 5.0)) == []
+    assert d.feed(c.TaskFinished(115.0, "b2", 49, 2, 1, 5.0)) == [c.WakeAt(190.0)]  # b2 idle: marked
     d.running["a1"] = [(120.0, 49, 1)]
     d.until(lambda: d.core.finished is not None)
     assert d.core.finished == c.Finish("done", "every task succeeded")

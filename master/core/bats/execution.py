@@ -94,6 +94,7 @@ class Planning(Protocol):
     def _paid_left(self, now: float) -> dict[str, list[float]]: ...
     def _boot_times(self) -> dict[str, float]: ...
     def _sampling_not_budgeted(self) -> float: ...
+    def declined_row(self, option: Option) -> Option | None: ...
 
 
 class Execution:
@@ -146,23 +147,22 @@ class Execution:
         self.cushion = option.cushion if cushion_accepted and not keep_budget else 0.0
         self.delta_n_allowed = max(0, option.delta_n) if cushion_accepted else 0
         config = dict(option.machines)
-        if not cushion_accepted and option.rounding == "a":  # the raise was the cushion: not taken
-            planner = self.policy._plan_planner(self.policy.tasks_at_plan or self.core.remaining)
-            plain = planner.fastest_within(option.budget)
-            if plain is not None and plain != config:
-                config = plain
-                estimate = planner.estimate(plain)
-                self.selected = dataclasses.replace(
-                    option, machines=estimate.machines, makespan_s=estimate.makespan_s,
-                    makespan_atu=estimate.makespan_atu, cost=estimate.cost, cushion=0.0,
-                    delta_n=estimate.delta_n, rounding="")
+        declined = None if cushion_accepted else self.policy.declined_row(option)
+        if declined is not None:  # the raise was the cushion, not taken: the row the table shows for that runs
+            self.selected, config = declined, dict(declined.machines)
+            if not keep_budget:
+                self.budget = min(option.budget, declined.budget)
         self.last_monitor = self.last_ceiling = now
         if self.settings.monitor_interval_auto and self.selected.makespan_s > 0:
             self.monitor_s = min(self.settings.monitor_interval_s,
                                   max(self.ceiling_s, self.selected.makespan_s / REPLANS_PER_MAKESPAN))
-        label = option.label if option.id == 0 else f"option {option.id} ({option.label})"
+        ran = self.selected
+        label = ran.label if ran.id == 0 else f"option {ran.id} ({ran.label})"
         inside = (f" (its cushion {option.cushion:g} comes out of the budget)"
                   if keep_budget and cushion_accepted and option.cushion else "")
+        if declined is not None:
+            inside += (f" ({option.label if option.id == 0 else f'option {option.id}'}'s cushion declined: "
+                       f"its {_machines_text(option.machines)} need it)")
         actions: list[c.Action] = [Notify(f"executing {label}: {_machines_text(config)}, budget "
                                           f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else "")
                                           + inside)]

@@ -88,7 +88,16 @@ from ..planning.monitor import (
 )
 from ..planning.odds import RuntimeModel, option_odds
 from ..planning.paid_time import with_machines_up
-from ..planning.planner import LABELLED, ClusterPlan, Option, Planner, spread, with_estimate_cushion
+from ..planning.planner import (
+    LABELLED,
+    NO_CUSHION,
+    ClusterPlan,
+    Option,
+    Planner,
+    shown,
+    spread,
+    with_estimate_cushion,
+)
 from ..view import CoreView
 from .endgame import EndGame
 from .execution import Execution, _affordable, _machines_text
@@ -108,8 +117,14 @@ __all__ = [
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
 ODDS_ALL = 40  # up to this many options all get their odds; beyond, the ones a table shows (spread)
 NOTHING_LEFT = "nothing left to run: billed by the second, it would pay for waiting"
+NOTHING_LEFT_PAID = "nothing left to run: released at the end of its paid time"
 
 
+
+
+def _configuration(machines: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """A configuration without its clusters of no machine, to compare two."""
+    return tuple(sorted((name, n) for name, n in machines.items() if n))
 
 
 class BatsCore(c.Core):
@@ -274,10 +289,16 @@ class BatsCore(c.Core):
             return task
         task = self._take(machine)
         if task is None and self.phase == EXECUTING and not machine.held and machine.release_at is None \
-                and self.lets_idle_go_per_second and self.execution.billings[machine.cluster].is_fine():
-            # billed by the second, an idle machine pays for every second it waits: with nothing
-            # it can take now, it goes (the ceiling acquires again if a task comes back)
-            self._extra.extend(self.execution.mark(machine, self._now, NOTHING_LEFT))
+                and self.lets_idle_go_per_second:
+            if self.execution.billings[machine.cluster].is_fine():
+                # billed by the second, an idle machine pays for every second it waits: with nothing
+                # it can take now, it goes (the ceiling acquires again if a task comes back)
+                self._extra.extend(self.execution.mark(machine, self._now, NOTHING_LEFT))
+            elif not self._pending and not self._retry:
+                # the bag has no task left to hand out and no copy is worth starting here: the
+                # machine goes at the end of the time it has paid, whatever the money left (with
+                # the cushion) would renew; it may still take a task that comes back before then
+                self._extra.extend(self.execution.mark(machine, self._now, NOTHING_LEFT_PAID))
         return task
 
     def _take(self, machine: c.Machine) -> int | None:
@@ -417,9 +438,48 @@ class BatsCore(c.Core):
         options = planner.options(self.settings.max_raise, front=front)
         upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
         paid, boot, longest = self._paid_left(self._now), self._boot_times(), self._longest()
-        options = [with_machines_up(with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot,
-                                    longest) for o in options]
-        return self._with_odds(options, planner)
+        made = shown([with_machines_up(with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot,
+                                       longest) for o in options])
+        for option in list(made):  # what each option runs with its cushion declined is a row of its own
+            row = self._declined(option, planner)
+            if row is None:
+                continue
+            same = next((k for k, o in enumerate(made) if _configuration(o.machines) == _configuration(row.machines)), None)
+            if same is None:
+                made.append(row)
+                continue
+            twin = made[same]  # already a row: it takes the label, and the tighter budget of the two
+            budget = min(twin.budget, row.budget)
+            made[same] = dataclasses.replace(twin, also=(*twin.also, row.label), budget=budget,
+                                             cushion=max(0.0, twin.budget + twin.cushion - budget))
+        # the odds of every row (the ids numbered first), then the rows marked again by them
+        return shown(self._with_odds(shown(made), planner))
+
+    def _declined(self, option: Option, planner: Planner) -> Option | None:
+        """The row ``option`` runs when the operator declines its cushion, None when it runs as shown.
+        A budget raised for the rounding problem (case a) is the cushion: without it the budget pays
+        the fastest configuration whose whole tasks fit in the ATUs it pays (the fastest it pays at
+        all when none does), with that configuration's own makespan and cost."""
+        if option.rounding != "a" or option.cushion <= 0:
+            return None
+        config = planner.fastest_fitting(option.budget) or planner.fastest_within(option.budget)
+        if config is None or _configuration(config) == _configuration(option.machines):
+            return None
+        est = planner.estimate(config)
+        row = Option(0, option.label + NO_CUSHION, est.machines, est.makespan_s, est.makespan_atu, est.cost, 0.0,
+                     option.budget, est.delta_n, "", False)
+        return with_machines_up(row, planner.clusters, planner.n_tasks, self._paid_left(self._now),
+                                self._boot_times(), self._longest())
+
+    def declined_row(self, option: Option) -> Option | None:
+        """The row the execution runs for ``option`` with its cushion declined (the options
+        table's, with its id and label, when it shows it); None when the option runs as shown."""
+        planner = self._plan_planner(self.tasks_at_plan or self.remaining)
+        row = self._declined(option, planner)
+        if row is None:
+            return None
+        key = _configuration(row.machines)
+        return next((o for o in self.options if _configuration(o.machines) == key), row)
 
     def odds_model(self, now: float) -> tuple[RuntimeModel, dict[str, float]] | None:
         """What the odds resample (:mod:`..planning.odds`): every runtime seen, on the first

@@ -398,6 +398,32 @@ class Planner:
         row = self._fastest_index(self.to_units(budget))
         return None if row is None else self._config_dict(row)
 
+    def fastest_fitting(self, budget: float) -> dict[str, int] | None:
+        """The fastest configuration whose cost B_e is within ``budget`` and whose whole tasks fit
+        in the ATUs it pays (dN <= 0: no cushion needed for the rounding problem); among equally
+        fast ones the cheapest. None when none does. What an option whose budget was raised for
+        its last tasks (case a) runs when the operator declines that raise."""
+        self._build_candidates()
+        limit = math.floor(self.to_units(budget))
+        if self._cost.dtype != object:
+            limit = min(limit, _INT_LIMIT)
+        feasible = np.flatnonzero(self._cost <= limit)
+        if not len(feasible):
+            return None
+        machines = self._machines[feasible].astype(np.int64)
+        atus = np.where(machines > 0, self._group_units[feasible][:, self._group_of], 0)
+        mean = np.array([c.mean_s for c in self.clusters])
+        slots = np.array([c.slots for c in self.clusters], dtype=np.int64)
+        atu = np.array([c.atu_s for c in self.clusters])
+        boot = np.array([c.overhead_s for c in self.clusters])
+        done = (billing.whole_array(atus * atu - boot, mean).astype(np.int64) * slots * machines).sum(axis=1)
+        fits = feasible[done >= self.n_tasks]
+        if not len(fits):
+            return None
+        speeds = self._speed[fits]
+        near = fits[speeds >= speeds.max() * (1 - _SPEED_TOL)]
+        return self._config_dict(int(near[np.argmin(self._cost[near])]))
+
     def slowest_by(self, deadline_s: float, budget: float,
                    at_least: Mapping[str, int] | None = None) -> dict[str, int] | None:
         """The slowest configuration whose makespan T_e is at most ``deadline_s`` and whose cost
@@ -661,6 +687,84 @@ def spread(options: Sequence[Option], k: int = SPREAD_SIZE) -> list[Option]:
             nearest[pick] = -1.0
         required = set(chosen)
     return [options[i] for i in sorted(required)]
+
+
+# ---------------------------------------------------------------- what the table shows
+NO_CUSHION = " (no cushion)"  # the row an option runs when its cushion is declined: "cheapest (no cushion)"
+_FIGURE_TOL = 1e-9  # relative: figures this close are equal
+
+
+def _figures(option: Option) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """What the table shows of an option: its makespan figures and its cost figures (the odds'
+    quantiles too when it has them)."""
+    odds = option.odds
+    if odds is None:
+        return (option.makespan_s,), (option.cost,)
+    return ((option.makespan_s, odds.makespan_p50_s, odds.makespan_p90_s),
+            (option.cost, odds.cost_p50, odds.cost_p99))
+
+
+def _at_most(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(x <= y + _FIGURE_TOL * max(1.0, abs(y)) for x, y in zip(a, b))
+
+
+def _same(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return _at_most(a, b) and _at_most(b, a)
+
+
+def dominates(a: Option, b: Option) -> bool:
+    """Whether ``a`` is as fast as ``b`` for less, or faster for no more: every figure shown of
+    ``a`` at most ``b``'s, and ``a`` not the same point; at the same point, ``a`` holds the run
+    to less money (budget and cushion: the machines up can make every option cost the same)."""
+    (time_a, cost_a), (time_b, cost_b) = _figures(a), _figures(b)
+    if not (_at_most(time_a, time_b) and _at_most(cost_a, cost_b)):
+        return False
+    if not (_same(time_a, time_b) and _same(cost_a, cost_b)):
+        return True
+    held_a, held_b = a.budget + a.cushion, b.budget + b.cushion
+    return held_a < held_b - _FIGURE_TOL * max(1.0, abs(held_b))
+
+
+def shown(options: Sequence[Option]) -> list[Option]:
+    """The options as the table shows them, true to their figures (the makespans and costs the
+    options carry once the machines up, the boots and the longest sampled task count, which the
+    planner's Pareto set did not see):
+
+    - a row with a twin as fast for less (the same makespan figures, a lower cost) is merged into
+      the cheapest such twin: its labels go there (``fastest`` then names that row) and the row
+      goes, since choosing it would pay more for nothing; a row that is what an option runs without
+      its cushion (a ``NO_CUSHION`` label) stays;
+    - ``pareto`` (the ``*``) means no other row is as fast for less: every row is marked afresh,
+      and a row that only the Pareto set put in the table and that another row now dominates goes;
+    - the rows are sorted by cost, then makespan, and numbered from 1.
+    """
+    rows = list(options)
+    merged = True
+    while merged:  # twins: merge each dearer one into the cheapest row of the same makespan
+        merged = False
+        for i, row in enumerate(rows):
+            if any(label.endswith(NO_CUSHION) for label in (row.label, *row.also)):
+                continue
+            twins = [o for o in rows if o is not row and _same(_figures(o)[0], _figures(row)[0])
+                     and dominates(o, row)]
+            if not twins:
+                continue
+            cheapest = min(twins, key=lambda o: (_figures(o)[1], o.id))
+            best = cheapest
+            labels = [label for label in (row.label, *row.also) if label != "pareto"]
+            if labels:
+                if best.label == "pareto" or best.label.endswith(NO_CUSHION):  # a schedule names the row now
+                    kept = () if best.label == "pareto" else (best.label,)
+                    best = replace(best, label=labels[0], also=(*labels[1:], *kept, *best.also))
+                else:
+                    best = replace(best, also=(*best.also, *(x for x in labels if x not in (best.label, *best.also))))
+            rows = [best if o is cheapest else o for k, o in enumerate(rows) if k != i]
+            merged = True
+            break
+    rows = [replace(o, pareto=not any(dominates(other, o) for other in rows if other is not o)) for o in rows]
+    rows = [o for o in rows if o.pareto or o.also or o.label != "pareto"]
+    ordered = sorted(rows, key=lambda o: (o.cost, o.makespan_s))
+    return [replace(option, id=i) for i, option in enumerate(ordered, start=1)]
 
 
 # ---------------------------------------------------------------- module-level conveniences

@@ -1,0 +1,132 @@
+"""What is shown is what runs: the options table's rows are true to the figures they show (a ``*``
+means no row is as fast for less, a label whose row has a twin as fast for less moves to the twin),
+declining the cushion runs a row of its own, and the report's selected option is that row."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from bats.common.config import ClusterConfig, Config, MasterConfig
+from bats.master.core.bats.policy import Choice
+from bats.master.core.option import Odds, Option
+from bats.master.core.planning.planner import NO_CUSHION, ClusterPlan, Planner, dominates, shown
+from bats.master.sim.driver import simulate
+from bats.master.sim.runtimes import parse_runtimes
+
+
+def row(id, label, machines, makespan_s, cost, budget=None, cushion=0.0, also=(), rounding="", odds=None):
+    return Option(id=id, label=label, machines=machines, makespan_s=makespan_s, makespan_atu=1, cost=cost,
+                  cushion=cushion, budget=cost if budget is None else budget, delta_n=0, rounding=rounding,
+                  pareto=True, also=also, odds=odds)
+
+
+def test_a_row_with_a_twin_as_fast_for_less_goes_and_its_label_follows():
+    rows = [row(1, "cheapest", {"a": 2}, 300.0, 2.0),
+            row(2, "pareto", {"a": 3}, 200.0, 3.0),
+            row(3, "pareto", {"a": 4}, 200.0, 4.0),  # as fast as 2 for more: gone
+            row(4, "fastest", {"a": 5}, 200.0, 5.0),  # its label goes to 2
+            row(5, "pareto", {"a": 6}, 250.0, 6.0)]  # slower than 2 for more: gone
+    assert [(o.id, o.label, o.also, o.machines, o.pareto) for o in shown(rows)] == [
+        (1, "cheapest", (), {"a": 2}, True), (2, "fastest", (), {"a": 3}, True)]
+
+
+def test_a_labelled_schedule_that_is_dominated_stays_without_its_star():
+    rows = [row(1, "cheapest", {"a": 2}, 300.0, 2.0), row(2, "+20%", {"a": 3}, 280.0, 3.0),
+            row(3, "fastest", {"a": 4}, 250.0, 2.5)]
+    assert [(o.id, o.label, o.pareto) for o in shown(rows)] == [
+        (1, "cheapest", True), (2, "fastest", True), (3, "+20%", False)]
+
+
+def test_the_same_point_for_less_money_held_dominates_and_a_no_cushion_row_stays():
+    rows = [row(1, "cheapest", {"a": 2}, 300.0, 0.0, budget=2.0),
+            row(2, "pareto", {"a": 3}, 300.0, 0.0, budget=3.0),  # the machines up make both free
+            row(3, "cheapest" + NO_CUSHION, {"a": 1}, 300.0, 0.0, budget=4.0),  # what declining runs
+            row(4, "fastest", {"a": 5}, 100.0, 5.0)]
+    out = shown(rows)
+    assert [(o.id, o.label, o.machines, o.pareto) for o in out] == [
+        (1, "cheapest", {"a": 2}, True), (2, "cheapest (no cushion)", {"a": 1}, False), (3, "fastest", {"a": 5}, True)]
+    assert dominates(out[0], out[1]) and not dominates(out[1], out[0])
+
+
+def test_with_odds_every_figure_shown_counts():
+    slow_tail = Odds(300.0, 900.0, 2.0, 2.0, 200)
+    rows = [row(1, "cheapest", {"a": 2}, 300.0, 2.0, odds=slow_tail),
+            row(2, "pareto", {"a": 3}, 300.0, 3.0, odds=Odds(300.0, 400.0, 3.0, 3.0, 200))]
+    # as fast at the P50 for less, but not at the P90: neither is dominated, both are shown
+    assert [(o.label, o.pareto) for o in shown(rows)] == [("cheapest", True), ("pareto", True)]
+
+
+def test_fastest_fitting_is_the_fastest_configuration_whose_whole_tasks_fit_in_the_atus_it_pays():
+    # 10 tasks of 60 s, ATU 100 s at $1 (T_e = 600 / k s): 9 machines end them in 66.7 s, 1 ATU each
+    # ($9), but run one whole task each in it (dN = 1); 4 machines take 150 s, 2 ATUs ($8), and run 3
+    # each in them (dN = -2); 10 machines run one each in one ATU ($10, dN = 0)
+    planner = Planner([ClusterPlan("a", 60.0, 1.0, 100.0, 10)], 10)
+    assert (planner.fastest_within(9.0), planner.estimate({"a": 9}).delta_n) == ({"a": 9}, 1)
+    assert (planner.fastest_fitting(9.0), planner.estimate({"a": 4}).delta_n) == ({"a": 4}, -2)
+    assert planner.fastest_fitting(10.0) == {"a": 10}
+    assert planner.fastest_fitting(6.0) == {"a": 2}  # 6 machines: 1 ATU, dN = 4
+    assert planner.fastest_fitting(5.0) is None
+
+
+def cluster(name, max, price, speed):
+    return ClusterConfig(name, "local", max=max, price=price, atu_s=600.0,
+                         options={"slowdown": 1.0, "startup": 0.0}, speed=speed)
+
+
+POOL = Config(MasterConfig(), {"a": cluster("a", 4, 1.0, 1.0), "b": cluster("b", 4, 2.5, 3.0)})
+
+
+def run(cushion: bool):
+    return simulate(POOL, 100, parse_runtimes("fixed:7m"), 1,
+                    choice=Choice(policy="bats", schedule="cheapest", cushion=cushion))
+
+
+def test_declining_the_cushion_runs_its_own_row_and_the_report_names_it(caplog):
+    """100 tasks of 7 min on a (speed 1, $1 per 10 min) and b (speed 3, $2.5). `cheapest` is 2 x a
+    + 3 x b, whose budget (45) was raised by 2.7 for the last tasks (case a); declined, the budget
+    pays 2 x b, whose whole tasks fit in the ATUs it pays: a row of its own, 5040 s for 40, not the
+    same id and label with other machines. `fastest` (every machine) is as fast as +20% for less,
+    so +20% loses its star and cheapest, which fastest beats on both, too."""
+    caplog.set_level(logging.INFO)
+    declined = run(cushion=False).report()
+    assert [(o["id"], o["label"], o["machines"], round(o["makespan_s"]), o["cost"], o["budget"], o["cushion"],
+             o["pareto"]) for o in declined["options"]] == [
+        (1, "cheapest (no cushion)", {"a": 0, "b": 2}, 5040, 40.0, 45.0, 0.0, True),
+        (2, "fastest", {"a": 4, "b": 4}, 2100, 42.0, 56.0, 0.0, True),
+        (3, "cheapest", {"a": 2, "b": 3}, 2940, 47.5, 45.0, pytest.approx(2.7), False),
+        (4, "+20%", {"a": 3, "b": 4}, 2240, 52.0, 54.0, 0.0, False)]
+    selected = declined["selected"]
+    assert (selected["id"], selected["label"], selected["machines"]) == (1, "cheapest (no cushion)", {"a": 0, "b": 2})
+    assert (declined["status"], declined["budget"], declined["cushion"], declined["cushion_accepted"]) == (
+        "done", 45.0, 0.0, False)
+    # it runs as that row said: 5040 s from the choice (at 840 s) and 40 of execution money
+    assert (declined["makespan_s"] - 840.0, declined["cost"]["execution"]) == (5040.0, 40.0)
+    assert ("executing option 1 (cheapest (no cushion)): 2 x b, budget 45 (option 3's cushion declined: its "
+            "2 x a, 3 x b need it)") in caplog.text
+
+    accepted = run(cushion=True).report()
+    assert (accepted["selected"]["id"], accepted["selected"]["label"], accepted["cushion"]) == (
+        3, "cheapest", pytest.approx(2.7))
+    assert (accepted["makespan_s"] - 840.0, accepted["cost"]["execution"]) == (2940.0, 47.5)
+
+
+TAILED = Config(MasterConfig(), {"a": ClusterConfig("a", "local", max=6, price=1.0, atu_s=600.0,
+                                                    options={"slowdown": 1.0, "startup": 0.0}, speed=1.0),
+                                 "b": ClusterConfig("b", "local", max=6, price=2.5, atu_s=600.0,
+                                                    options={"slowdown": 1.0, "startup": 0.0}, speed=3.0)})
+
+
+@pytest.mark.parametrize("spec, seed", [("fewlong:1m,2h,2", 1), ("fewlong:1m,2h,2", 2), ("shape:heavy,5m", 1)])
+def test_the_cushion_is_not_spent_renewing_machines_that_have_nothing_to_run(spec, seed):
+    """`fastest` with the cushion on 300 tasks whose few long ones end last, ATUs of 10 minutes:
+    while the long tasks run, the other machines have nothing left to take. They go at the end of
+    the ATU they paid instead of being renewed by the money the cushion allows (each of these runs
+    paid 13 to 18 such ATUs, 23.5 to 25.5 of 63, and ended with the money gone and tasks left)."""
+    report = simulate(TAILED, 300, parse_runtimes(spec), seed,
+                      choice=Choice(policy="bats", schedule="fastest", cushion=True)).report()
+    assert report["status"] == "done"
+    assert report["cost"]["idle"] == 0.0 and all(m["idle_atus"] == 0 for m in report["machines"])
+    released = [m for m in report["machines"] if m["release_reason"] == "nothing left to run: released at the end of its paid time"]
+    assert released
