@@ -457,6 +457,8 @@ class Ec2Provisioner(Provisioner):
                 "--files-dir", f"{self.opts.get('files_dir') or '/var/tmp/bats-files'}/{handle.machine_id}"]
         if self.opts.get("files_endpoint_url"):
             args += ["--files-endpoint", self.opts["files_endpoint_url"]]
+        if self.opts.get("region"):  # S3 in the cluster's region (boto3 on a machine does not read it from EC2)
+            args += ["--files-region", self.opts["region"]]
         return args
 
     def _setup_failures(self, handles: list[MachineHandle]) -> dict[str, str]:

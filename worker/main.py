@@ -572,6 +572,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--files-dir", metavar="DIR", default="/var/tmp/bats-files",
                    help="this machine's files folder, $BATS_FILES (default /var/tmp/bats-files)")
     p.add_argument("--files-endpoint", metavar="URL", help="another S3 endpoint (a test server, a private endpoint)")
+    p.add_argument("--files-region", metavar="REGION", help="the S3 bucket's region (default: boto3's)")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="default WARNING")
     return p
@@ -606,7 +607,8 @@ def main(argv: list[str] | None = None) -> int:
         from bats.worker import s3files  # boto3 only here
 
         try:
-            s3files.prepare(args.files_from, args.files_to, args.files_dir, args.machine, args.files_endpoint)
+            s3files.prepare(args.files_from, args.files_to, args.files_dir, args.machine, args.files_endpoint,
+                            args.files_region)
         except s3files.FilesError as exc:
             log.error("%s", exc)
             return 1

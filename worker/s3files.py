@@ -46,13 +46,13 @@ def split_url(url: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def client(endpoint: str | None) -> Any:
+def client(endpoint: str | None, region: str | None = None) -> Any:
     try:
         import boto3
     except ImportError:
         raise FilesError("[files] through S3 needs boto3 on the machine (pip install boto3, e.g. in the "
                          "cluster's install)") from None
-    return boto3.session.Session().client("s3", endpoint_url=endpoint or None)
+    return boto3.session.Session(region_name=region or None).client("s3", endpoint_url=endpoint or None)
 
 
 def join_key(prefix: str, name: str) -> str:
@@ -60,10 +60,10 @@ def join_key(prefix: str, name: str) -> str:
 
 
 def prepare(files_from: str | None, files_to: str | None, folder: str, machine: str,
-            endpoint: str | None) -> None:
+            endpoint: str | None, region: str | None = None) -> None:
     """Inputs, setup and the push command for this machine (see the module docstring); sets
     ``BATS_FILES``. Raises :class:`FilesError`."""
-    s3 = client(endpoint)
+    s3 = client(endpoint, region)
     root = Path(folder)
     for name in ("inputs", "tasks", "outputs"):
         (root / name).mkdir(parents=True, exist_ok=True)
@@ -78,6 +78,8 @@ def prepare(files_from: str | None, files_to: str | None, folder: str, machine: 
         words = [sys.executable, "-m", "bats.worker.s3files", "push", "--to", files_to, "--dir", str(root)]
         if endpoint:
             words += ["--endpoint", endpoint]
+        if region:
+            words += ["--region", region]
         push.write_text(f"#!/bin/sh\nexec {shlex.join(words)} \"$1\"\n")
         push.chmod(0o700)
 
@@ -125,7 +127,7 @@ def _run_setup(s3: Any, setup: str, root: Path, machine: str, files_to: str | No
     raise FilesError(message)
 
 
-def push(files_to: str, folder: str, task: str, endpoint: str | None) -> None:
+def push(files_to: str, folder: str, task: str, endpoint: str | None, region: str | None = None) -> None:
     """Upload ``DIR/outputs/TASK`` to ``RUN/outputs/TASK/`` and remove it here."""
     if not task.isdigit():
         raise FilesError(f"[files] push: expected a task id, got {task!r}")
@@ -133,7 +135,7 @@ def push(files_to: str, folder: str, task: str, endpoint: str | None) -> None:
     if not here.is_dir():
         return
     bucket, prefix = split_url(files_to)
-    s3 = client(endpoint)
+    s3 = client(endpoint, region)
     for path in sorted(p for p in here.rglob("*") if p.is_file()):
         rel = path.relative_to(here).as_posix()
         try:
@@ -155,10 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--to", required=True)
     up.add_argument("--dir", required=True)
     up.add_argument("--endpoint")
+    up.add_argument("--region")
     up.add_argument("task")
     args = p.parse_args(argv)
     try:
-        push(args.to, args.dir, args.task, args.endpoint)
+        push(args.to, args.dir, args.task, args.endpoint, args.region)
     except (FilesError, ValueError) as exc:
         sys.stderr.write(f"bats: {exc}\n")
         return 1
