@@ -46,7 +46,6 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import zmq
@@ -78,23 +77,42 @@ class BadEndpoint(ValueError):
     """The ``--master`` endpoint is not one ZeroMQ can connect to."""
 
 
-@dataclass
 class WorkerOptions:
-    """What the command line (or an embedding test) sets."""
+    """What the command line (or an embedding test) sets. A plain class, not a dataclass: the worker
+    does not import dataclasses (and inspect with it), a few tens of milliseconds of its start."""
 
-    master: str
-    machine: str
-    token: str = ""
-    cluster: str = "default"
-    heartbeat_s: float = 2.0
-    liveness_s: float = 15.0
-    slowdown: float = 1.0
-    exit_with_parent: bool = False
-    noop: bool = False
-    spot_notice: str | None = None  # instance metadata base URL to watch for a spot interruption
-    spot_poll_s: float = 5.0
-    server_key: str | None = None  # the master's CurveZMQ public key (Z85); None: plain TCP
-    reap_detached: bool = False  # kill what a task left running outside its group (bats.worker.reaper)
+    def __init__(
+        self,
+        master: str,
+        machine: str,
+        token: str = "",
+        cluster: str = "default",
+        heartbeat_s: float = 2.0,
+        liveness_s: float = 15.0,
+        slowdown: float = 1.0,
+        exit_with_parent: bool = False,
+        noop: bool = False,
+        spot_notice: str | None = None,  # instance metadata base URL to watch for a spot interruption
+        spot_poll_s: float = 5.0,
+        server_key: str | None = None,  # the master's CurveZMQ public key (Z85); None: plain TCP
+        reap_detached: bool = False,  # kill what a task left running outside its group (bats.worker.reaper)
+    ) -> None:
+        self.master = master
+        self.machine = machine
+        self.token = token
+        self.cluster = cluster
+        self.heartbeat_s = heartbeat_s
+        self.liveness_s = liveness_s
+        self.slowdown = slowdown
+        self.exit_with_parent = exit_with_parent
+        self.noop = noop
+        self.spot_notice = spot_notice
+        self.spot_poll_s = spot_poll_s
+        self.server_key = server_key
+        self.reap_detached = reap_detached
+
+    def __repr__(self) -> str:  # the token is a secret: never in a log line
+        return f"WorkerOptions(master={self.master!r}, machine={self.machine!r}, cluster={self.cluster!r})"
 
 
 class Worker:
