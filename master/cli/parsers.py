@@ -39,8 +39,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--retries", type=int, metavar="N", help="re-run a failed task up to N times on another machine (default: [retry] attempts "
                    "in the config, else 0); the config's [retry] rules choose which failures, by exit code and cause")
     p.add_argument("--max-machine-losses", type=int, metavar="N",
-                   help="a task running on N machines that were lost (it may be what kills them) is recorded "
-                        "failed and not run again (default 2)")
+                   help="a task that was on N machines that were lost (it may be what kills them) is recorded "
+                        "failed and not run again; machines lost together count against none (default 2)")
     p.add_argument("--task-timeout", type=duration_arg, metavar="DURATION",
                    help="kill a task after this long and count it failed (e.g. 90s, 10m)")
     p.add_argument("--report", metavar="FILE", help="where to write report.json (default STATE_DIR/report.json)")

@@ -32,10 +32,11 @@ costs the same with a thousand machines as with two. A
 machine lost with tasks in flight puts them back into the bag, unless a ``[retry]`` rule for
 ``cause = "lost"`` fails them, or retries them only while their attempts last. A task that fails (non-zero exit or
 timeout) is retried up to ``retries`` times, preferably on another machine, unless the config's
-retry rules (:mod:`bats.common.retry`: by exit code and cause) say that failure is final. A task that was running
-on ``max_machine_losses`` machines when each was lost (one that crashes its machine, as an
+retry rules (:mod:`bats.common.retry`: by exit code and cause) say that failure is final. A task that
+``max_machine_losses`` lost machines count against (one that crashes its machine, as an
 out-of-memory kill does) is quarantined like a poison message: recorded failed, named in a notice
-and in the report's ``quarantined_ids``, and never handed out again.
+and in the report's ``quarantined_ids``, and never handed out again. Which losses count, and why a
+task that was on a lost machine is never queued behind another afterwards, is :mod:`.losses`.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from .events import (
     Tick,
     WorkerAsked,
 )
+from .losses import LossLedger
 from .view import CoreView
 
 DEFAULT_MAX_HELD = 2  # tasks a worker may hold: the running one plus one prefetched
@@ -221,7 +223,7 @@ class Machine:
 # task status codes, one byte per task id (public: the policies read them)
 PENDING, RUNNING, DONE, FAILED = 0, 1, 2, 3
 GIVE_UP_AFTER = 3  # consecutive machines of a cluster lost before doing any task
-MAX_MACHINE_LOSSES = 2  # machines a task may be running on when they are lost before it is quarantined
+MAX_MACHINE_LOSSES = 2  # lost machines counted against a task before it is quarantined (see .losses)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -301,7 +303,8 @@ class Core:
     ) -> None:
         self.max_held = max_held
         self.max_machine_losses = max_machine_losses
-        self._machine_losses: dict[int, int] = {}  # task -> machines lost while it ran on them
+        self._losses = LossLedger(max_machine_losses)  # lost machines counted against tasks
+        self._suspects = self._losses.counts  # the same dict: empty (false) until a machine is lost
         self.quarantined: list[int] = []
         self.max_machines = max_machines  # over all clusters (seed 003 §3.1); None: no overall limit
         self.adaptive_prefetch = adaptive_prefetch
@@ -572,25 +575,25 @@ class Core:
         return actions
 
     def _count_losses(self, machine: Machine, ev: MachineLost) -> list[Action]:
-        """Count a loss against each task that was running on the lost machine; record failed those a
-        ``[retry]`` rule for lost machines gives up on, and quarantine those at
-        ``max_machine_losses`` that go back into the bag (another copy still running goes on). A
-        quarantined task stays in the bag's array and is skipped when it comes up (:meth:`_feed`)."""
+        """Count the loss against the tasks the lost machine held, where it counts (see
+        :mod:`.losses`); record failed those a ``[retry]`` rule for lost machines gives up on, and
+        quarantine those at ``max_machine_losses`` that go back into the bag (another copy still
+        running goes on). A quarantined task stays in the bag's array and is skipped when it comes
+        up (:meth:`_feed`)."""
         actions: list[Action] = []
-        for task, attempt in machine.held[:machine.slots]:
-            losses = self._machine_losses.get(task, 0) + 1
-            self._machine_losses[task] = losses
-            verdict = self._lost_for_good(task, losses, machine, ev)
+        quarantine = dict(self._losses.lost(ev.now, machine.id, [task for task, _ in machine.held]))
+        for index, (task, attempt) in enumerate(list(machine.held)):
+            verdict = self._lost_for_good(task, quarantine.get(task), machine, ev, running=index < machine.slots)
             if verdict is None:
                 continue
-            note, quarantine = verdict
+            note, quarantined = verdict
             machine.drop(machine.held.index((task, attempt)), ev.now)  # gone already: no slot counts move
             self._return_task(task, attempt, machine)
             if self._status[task] != PENDING:
                 continue
             self._status[task] = FAILED
             self.failed += 1
-            if quarantine:
+            if quarantined:
                 self.quarantined.append(task)
             self.last_finish_at = ev.now
             actions.append(Notify(note, warning=True))
@@ -600,24 +603,26 @@ class Core:
             actions.extend(self._finish_if_complete(ev.now))
         return actions
 
-    def _lost_for_good(self, task: int, losses: int, machine: Machine, ev: MachineLost) -> tuple[str, bool] | None:
-        """Why a task running on a lost machine is recorded failed rather than put back in the bag,
-        and whether that is the quarantine (None: it goes back): a ``[retry]`` rule for
-        ``cause = "lost"`` (``fail``, or ``retry`` with the attempts spent), else the quarantine
-        after ``max_machine_losses`` losses."""
-        verdict = self.retry_rules.decide_lost()
-        lost = f"task {task} was running on {machine.id} when it was lost ({ev.reason})"
-        if verdict == "fail":
-            return f"{lost}; [retry] fails a lost machine's task: recorded failed", False
-        if verdict == "retry":
-            failures = self._failures.get(task, 0) + 1
-            self._failures[task] = failures
-            if failures > self.retries:
-                return (f"{lost}; its {failures} failed attempt(s) are past the {self.retries} retries: "
-                        "recorded failed"), False
-        if losses < self.max_machine_losses:
+    def _lost_for_good(self, task: int, losses: int | None, machine: Machine, ev: MachineLost,
+                       running: bool) -> tuple[str, bool] | None:
+        """Why a task the lost machine held is recorded failed rather than put back in the bag, and
+        whether that is the quarantine (None: it goes back): for a task it was running, a ``[retry]``
+        rule for ``cause = "lost"`` (``fail``, or ``retry`` with the attempts spent); else the
+        quarantine, when the ledger counted ``losses`` (not None) reaching ``max_machine_losses``."""
+        if running:
+            verdict = self.retry_rules.decide_lost()
+            lost = f"task {task} was running on {machine.id} when it was lost ({ev.reason})"
+            if verdict == "fail":
+                return f"{lost}; [retry] fails a lost machine's task: recorded failed", False
+            if verdict == "retry":
+                failures = self._failures.get(task, 0) + 1
+                self._failures[task] = failures
+                if failures > self.retries:
+                    return (f"{lost}; its {failures} failed attempt(s) are past the {self.retries} retries: "
+                            "recorded failed"), False
+        if losses is None:
             return None
-        return (f"task {task} was running on {losses} machines that were lost (the last, {machine.id}: "
+        return (f"task {task} was on {losses} machines that were lost (the last, {machine.id}: "
                 f"{ev.reason}); quarantined: recorded failed and not run again"), True
 
     def _replace_lost(self, machine: Machine, now: float) -> list[Action]:
@@ -717,10 +722,13 @@ class Core:
     def _feed(self, machine: Machine) -> list[Action]:
         actions: list[Action] = []
         depth = machine.slots - 1 + self.queue_depth()
+        suspects = self._suspects
         while machine.wanted > 0 and len(machine.held) < depth:
             if len(machine.held) >= machine.slots and self._better_left_for_an_idle_machine(machine):
                 self._hungry[machine.id] = None
                 return actions
+            if suspects and len(machine.held) >= machine.slots and self._holds_suspect(machine):
+                return actions  # nothing waits behind a task that was on a lost machine (see .losses)
             task = self._next_task(machine)
             if task is None:
                 self._hungry[machine.id] = None
@@ -728,6 +736,10 @@ class Core:
             status = self._status[task]
             if status == FAILED:  # quarantined after losing its machines (see _count_losses)
                 continue
+            if suspects and len(machine.held) >= machine.slots and self._losses.is_suspect(task):
+                self._return_task(task, self._attempts[task], machine)  # for a free slot, not a queue
+                self._hungry[machine.id] = None
+                return actions
             machine.wanted -= 1
             if status == PENDING:  # a replicated task's extra copy keeps its status
                 self._status[task] = RUNNING
@@ -737,6 +749,10 @@ class Core:
             actions.append(Dispatch(machine.id, task, attempt))
         self._hungry.pop(machine.id, None)
         return actions
+
+    def _holds_suspect(self, machine: Machine) -> bool:
+        is_suspect = self._losses.is_suspect
+        return any(is_suspect(task) for task, _ in machine.held)
 
     def _better_left_for_an_idle_machine(self, machine: Machine) -> bool:
         """Whether the tasks left are too few to prefetch one to this busy machine, because other

@@ -65,11 +65,13 @@ def test_losing_a_machine_with_four_tasks_in_flight_puts_all_back_and_replaces_i
     last = core.handle(c.WorkerAsked(0.0, "m2", 5))  # the fifth task; m2 then waits for more
     assert len(last) == 1
     actions = core.handle(c.MachineLost(2.0, "m1", "process exited"))
-    # m2 has 3 free slots and a prefetch place: all four come back to it (second attempts)
-    assert sorted((a.task, a.attempt) for a in actions if isinstance(a, c.Dispatch)) == sorted((t, 2) for t in sent)
+    # m2 has 3 free slots and a prefetch place: three come back to it (second attempts); the fourth
+    # was on the lost machine too, a suspect, and suspects are not queued (see core/losses.py)
+    again = sorted((a.task, a.attempt) for a in actions if isinstance(a, c.Dispatch))
+    assert len(again) == 3 and {t for t, _ in again} < sent and {a for _, a in again} == {2}
     assert c.Acquire("big", 1) in actions
     assert core.machines["m1"].held == [] and core.machines["m1"].started == []
-    assert core.machines["m2"].running == 4
+    assert core.machines["m2"].running == 4 and len(core.machines["m2"].held) == 4
 
 
 def test_a_busy_machine_gets_no_prefetched_task_while_another_has_free_slots_near_the_end():
