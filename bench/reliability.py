@@ -222,6 +222,16 @@ ROUND_TWO = [
     "| a task that kills its machine (as an out-of-memory kill would) | took down machine after machine (8-9, "
     "and a whole `--budget 30`) | quarantined after 2 lost machines (`--max-machine-losses`), named "
     "in a warning and in `tasks.quarantined_ids`; the other 7 tasks done | `tests/e2e/test_poison_task.py` |",
+    "| a task that kills its worker within milliseconds of starting, queued behind another whose result the crash "
+    "loses | the loss was counted against the task the master believed running, the honest one: the killer took "
+    "a third machine (core test), and one more each time its crash lost the result before it | every task the lost machine held is a suspect and "
+    "is never queued again, so its next loss is its own: 2 machines lost, the killer quarantined; with real "
+    "workers, 2 `kill -9 $PPID` among 200 `true`: both quarantined, at most 4 machines lost, 198 done | "
+    "`tests/core/test_core.py`, `tests/core/test_losses.py`, `tests/e2e/test_poison_task.py` |",
+    "| machines lost en masse (a spot interruption of 3 of 4 machines, twice) | an honest task on a lost machine "
+    "both times was quarantined | a loss shared with 2 other machines lost within 60 s (that held neither the "
+    "task nor a task lost elsewhere too) counts against no task: none quarantined, 24 of 24 done with real "
+    "workers | same |",
     "| `manual` workers started before their seat opens | 2 of 2 exited for good | told to wait; they say "
     "hello every 2 s and take the next seat | `tests/provisioners/test_provisioner_manual.py` |",
     "| task output starting with `=`, `+`, `-`, `@` in a CSV export | a spreadsheet formula | a leading `'` "
