@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 
 from helpers.runs import MASTER, kill_all, results, run_master, wait_for, workers_of, write_bag
 
@@ -45,23 +44,33 @@ def test_tasks_that_kill_their_worker_at_once_are_quarantined_and_take_down_two_
     assert len(lost) <= 4, [m["release_reason"] for m in report["machines"]]
 
 
+def _machine(proc) -> str:
+    argv = proc.cmdline()
+    return argv[argv.index("--machine") + 1]
+
+
+def _kill_once_each_did_a_task(state, procs) -> None:
+    """Kill ``procs`` at once, when each one's machine has a result in the journal (a cluster whose
+    machines are lost before doing any task looks broken, and is not given new ones)."""
+    wanted = {_machine(p) for p in procs}
+    wait_for(lambda: wanted <= {r["machine"] for r in results(state)}, 60, f"a result from each of {wanted}")
+    kill_all(procs)
+
+
 def test_machines_lost_together_twice_quarantine_no_task(tmp_path):
     # 3 of 4 workers killed at once, twice (a mass spot interruption), the second time the 3 that
-    # replaced them and run what the first ones held: every task is done, none quarantined. Each
-    # is killed after it finished a task (machines lost before doing any make the cluster look broken)
+    # replaced them and run what the first ones held: every task is done, none quarantined
     bag = write_bag(tmp_path / "tasks.txt", ["sleep 1"] * 24)
     state = tmp_path / "run"
     master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--workers", "4", "--state-dir", str(state)],
                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         first = wait_for(lambda: len(workers_of(master.pid)) == 4 and workers_of(master.pid), 60, "4 workers")
-        time.sleep(2.5)
-        kill_all(sorted(first, key=lambda p: p.create_time())[1:])
+        _kill_once_each_did_a_task(state, sorted(first, key=lambda p: p.create_time())[1:])
         old = {p.pid for p in first}
         fresh = wait_for(lambda: len([p for p in workers_of(master.pid) if p.pid not in old]) >= 3
                          and [p for p in workers_of(master.pid) if p.pid not in old], 60, "3 new workers")
-        time.sleep(2.5)
-        kill_all(fresh[:3])
+        _kill_once_each_did_a_task(state, fresh[:3])
         _out, err = master.communicate(timeout=120)
     finally:
         master.kill()
