@@ -149,11 +149,13 @@ def test_no_catch_up_is_a_flag():
     assert choice_from_args(args, two_clouds()).catch_up is True
 
 
-def test_a_run_short_of_money_moves_to_what_ends_on_time_not_to_the_fastest_it_pays():
+def test_a_run_short_by_less_than_a_catch_up_keeps_its_configuration():
     """A pool of a random study (625 multi-modal tasks): `cheapest` runs 5 machines billed every
-    10 minutes; with this seed N_e > N_p once. The money left with the cushion pays more machines
-    (the fastest would end hours before the plan); one more, a dear hourly one, ends the bag by the
-    chosen makespan."""
+    10 minutes; with this seed N_e > N_p once, by a few tasks. Moving to what ends by the chosen
+    makespan meant one more, dear hourly machine (and the run then ended well before its plan);
+    the configuration running ends the bag about 1 % late, less than a catch-up would tolerate,
+    so the run keeps it: the speeds the check measures are noisy, and a move costs more than it
+    saves."""
     config = Config(MasterConfig(), {
         "c0": ClusterConfig("c0", "local", max=9, price=0.0098, atu_s=600.0, speed=4.41,
                             options={"slowdown": 1.0, "startup": 30.0}),
@@ -163,10 +165,9 @@ def test_a_run_short_of_money_moves_to_what_ends_on_time_not_to_the_fastest_it_p
                    choice=Choice(policy="bats", schedule="cheapest", cushion=True))
     report = sim.report()
     assert report["status"] == "done" and report["selected"]["machines"] == {"c0": 5, "c1": 0}
-    (move,) = report["reconfigurations"]
-    assert move["reason"].startswith("N_e") and move["machines"] == {"c0": 5, "c1": 1}
+    assert report["reconfigurations"] == []
     core = sim.core
     assert isinstance(core, BatsCore) and core.execution_started_at is not None
     actual = core.last_finish_at - core.execution_started_at
-    assert 0.8 < actual / report["selected"]["makespan_s"] < 1.05  # 9 machines: about 0.6
+    assert 1.0 < actual / report["selected"]["makespan_s"] < 1.05
     assert report["cost"]["execution"] <= report["budget"] + report["cushion"] + 1e-9

@@ -40,7 +40,16 @@ takes to stop the bill): that time is paid anyway, and long-tailed runtimes ofte
 estimate said they would not. A release
 that cuts a running task off is the last resort; the report counts such tasks and the paid
 seconds they ran (``killed``). After sampling, machines whose edge is within the margin wait
-for the choice until the same moment, so that an option chosen at once keeps them.
+for the choice until the same moment, so that an option chosen at once keeps them. Billed by the
+second or the minute (an ATU of a minute or less) there is no paid edge to wait for, yet a
+machine up is worth its cluster's boot: a sampling machine is held (and paid) while the operator
+chooses, at most as long as a new machine would take to boot, the options count it as kept from
+the choice on, and the ones the chosen option does not keep are let go at the choice.
+
+A run short of money re-plans (§3.1) unless the configuration running still ends the tasks left
+within the catch-up's slack of the chosen makespan and its money pays: the per-machine speeds the
+check measures are noisy, and with per-second billing the next configuration up is often twice as
+fast, so a re-plan for a shortfall of a few tasks moved runs far from their plan.
 
 The interface the policy calls: :meth:`Execution.start` (the choice), :meth:`~Execution.move_to`,
 :meth:`~Execution.monitor`, :meth:`~Execution.enforce_budget` and :meth:`~Execution.next_check`
@@ -62,7 +71,8 @@ import numpy as np
 
 from ... import core as c
 from ..actions import Notify, WakeAt
-from ..billing import atus_begun, atus_spanning
+from ..billing import atus_begun, atus_spanning, whole
+from ..planning.clusters import SHORT_ATU_S
 from ..planning.estimate import RuntimeEstimate
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
 from ..planning.paid_time import with_machines_up
@@ -134,6 +144,8 @@ class Execution:
         self.guard_s = min(margin, max(1.0, margin * HARD_GUARD_SHARE))
         self.release_edge: dict[str, float] = {}  # marked machine -> the edge of its paid time
         self.held_to_edge: set[str] = set()  # marked machines kept past their moment for a task in paid time
+        self.held_for_choice: set[str] = set()  # sampling machines billed by the second or minute, held
+        # (and paid) while the operator chooses, for as long as booting a new one would take
         self._keep_cache: tuple[tuple, float, float, frozenset[str]] | None = None  # see kept_by_budget
 
     def start(self, now: float, option: Option, cushion_accepted: bool, *,
@@ -167,6 +179,10 @@ class Execution:
                                           f"{self.budget:g}" + (f" + cushion {self.cushion:g}" if self.cushion else "")
                                           + inside)]
         actions.extend(self.move_to(config, now))
+        for machine_id in sorted(self.held_for_choice):  # held for a choice that does not keep them
+            m = self.marked[machine_id]
+            actions.extend(self.mark(m, now, m.release_reason))
+        self.held_for_choice.clear()
         actions.extend(self.enforce_budget(now))
         actions.append(WakeAt(self.next_check(now)))  # the next check, on time
         return actions
@@ -303,6 +319,16 @@ class Execution:
         at = max(now, edge - self.settings.release_margin_s)
         if wait_for_choice and at <= now + 1e-9:  # the option chosen may keep it: wait until just before its edge
             at = max(now, edge - self.guard_s)
+            billing = self.billings[m.cluster]
+            if billing.atu_s <= SHORT_ATU_S:
+                # billed by the second or the minute there is no paid edge worth waiting for, but a
+                # machine up is worth its cluster's boot: hold it (paid) that long for the choice,
+                # to the last edge before then, rather than let it go and boot a new one
+                boot = self.policy._boot_times().get(m.cluster, 0.0)
+                more = whole(now + boot + self.guard_s - edge, billing.atu_s)
+                if more > 0:
+                    at = edge + more * billing.atu_s - self.guard_s
+                    self.held_for_choice.add(m.id)
         if m.release_at is not None and m.release_at <= at:
             return []
         m.release_at = at
@@ -314,6 +340,7 @@ class Execution:
         return [WakeAt(at)]
 
     def unmark(self, m: c.Machine) -> None:
+        self.held_for_choice.discard(m.id)
         m.release_at = None
         m.release_reason = ""
         self.marked.pop(m.id, None)
@@ -363,6 +390,7 @@ class Execution:
     def forget(self, machine: c.Machine) -> None:
         """``machine`` left the run (released or lost): it is no longer marked."""
         self.marked.pop(machine.id, None)
+        self.held_for_choice.discard(machine.id)
 
     def _gone_spent(self, now: float) -> float:
         """``spent_before`` for the monitor, which prices a live machine's begun ATUs at its
@@ -563,7 +591,10 @@ class Execution:
         if by is not None and any(self.config.values()):
             plain_s = self.policy._planner(self.core.remaining).estimate(self.config).makespan_s
             stretch = planner.estimate(self.config).makespan_s / max(plain_s, 1e-9)
-            if now + plain_s <= by and self._need(planner, self.config, upper, boots) <= money + 1e-9:
+            # late by no more than a catch-up tolerates (the per-machine speeds the check measures
+            # are noisy, and billed by the second the next configuration up is often twice as fast)
+            slack = CATCH_UP_SLACK * self.selected.makespan_s if self.selected is not None else 0.0
+            if now + plain_s <= by + slack and self._need(planner, self.config, upper, boots) <= money + 1e-9:
                 return dict(self.config)
         deadline = None if by is None else (by - now - max(boots.values(), default=0.0)) * stretch
         limit = money

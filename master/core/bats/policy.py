@@ -74,6 +74,7 @@ from ... import core as c
 from ..actions import Notify, OfferOptions, WakeAt
 from ..base import handles
 from ..events import ScheduleChosen
+from ..planning.clusters import SHORT_ATU_S
 from ..planning.estimate import (
     REPLICATED_TASKS,
     RuntimeEstimate,
@@ -520,6 +521,14 @@ class BatsCore(c.Core):
         (until its release, or its edge less the release margin): what the options credit."""
         left: dict[str, list[float]] = {}
         for m in self.live_machines():
+            if m.id in self.execution.held_for_choice or (
+                    self.phase != EXECUTING and m.release_at is None and self.clusters[m.cluster].atu_s <= SHORT_ATU_S):
+                # billed by the second or minute, a sampling machine is held while the operator
+                # chooses (or kept at once by an up-front budget): kept, it has only its paid ATU
+                # (the hold is billed), and let go at the choice it runs nothing more
+                left.setdefault(m.cluster, []).append(
+                    max(0.0, self.execution.edge(m, now) - self.settings.release_margin_s - now))
+                continue
             until = m.release_at if m.release_at is not None else self.execution.edge(m, now) - self.settings.release_margin_s
             if until <= now + 1e-9 and self.phase != EXECUTING:
                 continue  # let go in this very event (its edge is within the margin): no option keeps it
