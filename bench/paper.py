@@ -52,6 +52,7 @@ from sections import generated_by
 
 from bats.common.config import Config
 from bats.master import core as c
+from bats.master.core.bats.sampling import PAPER_SAMPLING_MACHINES
 from bats.master.cli.args import load_cluster_config
 from bats.master.core.bats import policy as b
 from bats.master.core.registry import build_core
@@ -268,7 +269,7 @@ def sample_plan(scenario: str, seed: int, prefetch: int | None | str = "config")
         prices={name: cl.price for name, cl in config.clusters.items()},
         maxima={name: cl.max for name, cl in config.clusters.items()},
         atu_s=max(cl.atu_s for cl in config.clusters.values()),
-        initial_workers=config.sampling.initial_workers,
+        initial_workers=config.sampling.initial_workers or PAPER_SAMPLING_MACHINES,  # hourly: the paper's 7
     )
 
 

@@ -76,7 +76,9 @@ class SamplingConfig:
 
     confidence: float = 0.95
     error: float = 0.25
-    initial_workers: int = 7  # machines per cluster during sampling (never more than its max)
+    # machines per cluster during sampling (never more than its max); None: 7, or fewer where a
+    # cluster bills by the second or minute (bats.master.core.bats.sampling.sampling_machines)
+    initial_workers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,7 @@ _MASTER_KEYS = {
 _SAMPLING_KEYS = {
     "confidence": ("fraction", 0.95),
     "error": ("fraction", 0.25),
-    "initial_workers": ("count", 7),
+    "initial_workers": ("count", None),
 }
 _ADAPTIVE_KEYS = {
     "creation_ratio": ("ratio", 0.5),

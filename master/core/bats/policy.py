@@ -102,7 +102,7 @@ from ..planning.planner import (
 from ..view import CoreView
 from .endgame import EndGame
 from .execution import Execution, _affordable, _machines_text
-from .sampling import Sample
+from .sampling import Sample, sampling_machines
 from .settings import EXECUTING, OFFERING, SAMPLING, BatsSettings, Choice, option_record
 
 __all__ = [
@@ -151,8 +151,10 @@ class BatsCore(c.Core):
         self._enter(SAMPLING)
         self.sample_size = sample_size(self.remaining, settings.sampling.confidence, settings.sampling.error)
         self._active = dict.fromkeys(clusters)  # clusters that can still take part, in config order
-        self._sampling_workers = {name: min(cl.initial_workers or settings.sampling.initial_workers, cl.max)
-                                  for name, cl in clusters.items()}
+        self._sampling_workers = {
+            name: min(sampling_machines(cl.atu_s, self.sample_size, len(clusters),
+                                        cl.initial_workers or settings.sampling.initial_workers), cl.max)
+            for name, cl in clusters.items()}
         self.sample = Sample(list(clusters))  # the replicated tasks, the rest of the sample, their runtimes
         self._unsampled: dict[str, list[float]] = {name: [] for name in clusters}  # other tasks done meanwhile
         self._sample_estimates: dict[str, RuntimeEstimate] = {}  # §2.1's T_i without them, for the cushion

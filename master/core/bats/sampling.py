@@ -11,6 +11,16 @@ measured plus what the regressions predict for the tasks it did not run
 
 :class:`Sample` keeps that state and answers from it; the policy (:mod:`.policy`) decides which
 machine runs what, and keeps the bag. No I/O, no clock.
+
+How many machines sample (:func:`sampling_machines`). The paper samples on seven machines per
+cluster, each paid for an ATU of an hour that the execution then uses. Billed by the second or the
+minute (an ATU of a minute or less), a sampling machine pays its boot and minimum charge for no
+task, and a third of the sampling's money went to boots on the execution study's per-second pools.
+A cluster's share of the sample is the replicated tasks plus its part of the rest, about a dozen
+tasks, and there it samples on one machine per ``TASKS_PER_SAMPLING_MACHINE`` of them (two at
+least, seven at most): on 40 such pools `cheapest`'s median sampling share went from 39 % to 22 %
+of the total and its total cost down 11 %, for 3 % more wall time. An operator's
+``initial_workers`` always wins.
 """
 
 from __future__ import annotations
@@ -18,7 +28,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..planning.estimate import Regression, complete_samples, fit_regression
+import math
+
+from ..planning.clusters import SHORT_ATU_S
+from ..planning.estimate import REPLICATED_TASKS, Regression, complete_samples, fit_regression
+
+PAPER_SAMPLING_MACHINES = 7  # seed 000 §4: machines per cluster while sampling, each paid for an ATU
+TASKS_PER_SAMPLING_MACHINE = 5  # billed by the second or minute, sample tasks a sampling machine's boot is worth
+
+
+def sampling_machines(atu_s: float, sample_size: int, n_clusters: int, configured: int | None = None) -> int:
+    """Machines a cluster billed every ``atu_s`` samples on (see the module docstring), before its
+    ``max``: ``configured`` when the operator set it, seven for ATUs longer than a minute, else one
+    per ``TASKS_PER_SAMPLING_MACHINE`` tasks of its share of a sample of ``sample_size``."""
+    if configured is not None:
+        return configured
+    if atu_s > SHORT_ATU_S:
+        return PAPER_SAMPLING_MACHINES
+    share = REPLICATED_TASKS + max(0, sample_size - REPLICATED_TASKS) / max(1, n_clusters)
+    return max(2, min(PAPER_SAMPLING_MACHINES, math.ceil(share / TASKS_PER_SAMPLING_MACHINE)))
 
 
 @dataclass
