@@ -52,9 +52,9 @@ from sections import generated_by
 
 from bats.common.config import Config
 from bats.master import core as c
-from bats.master.core.bats.sampling import PAPER_SAMPLING_MACHINES
 from bats.master.cli.args import load_cluster_config
 from bats.master.core.bats import policy as b
+from bats.master.core.bats.sampling import PAPER_SAMPLING_MACHINES
 from bats.master.core.registry import build_core
 from bats.master.sim.driver import Simulator, cluster_speed
 from bats.master.sim.runtimes import parse_runtimes

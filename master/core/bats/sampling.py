@@ -25,10 +25,9 @@ of the total and its total cost down 11 %, for 3 % more wall time. An operator's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-
-import math
 
 from ..planning.clusters import SHORT_ATU_S
 from ..planning.estimate import REPLICATED_TASKS, Regression, complete_samples, fit_regression
