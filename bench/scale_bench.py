@@ -153,19 +153,22 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
             rows.append(run_fleet(work, bats_master, machines, task_s, n))
             log(f"scale: {_row_line(rows[-1])}")
     t += [f"Fleets: `bats-master --policy self` (CurveZMQ, `heartbeat = \"1s\"`, `liveness = \"5s\"`) on a `manual` "
-          f"cluster; `bench/emulate.py` processes ({PER_EMULATOR} machines each) are the machines. No-op bags of "
+          f"cluster; `bench/emulate.py` processes ({PER_EMULATOR} machines each, connecting from loopback addresses "
+          f"of {PER_SOURCE} machines each, as machines on separate hosts would) are the machines. No-op bags of "
           f"{noop_tasks:,} tasks; `sleep 1` bags of 3 tasks per machine. tasks/s: results over the window from the "
           "first result to the last; master CPU and RSS: its report; beat gap: the longest time between two "
           "heartbeats of the master any machine saw (any frame: the longest silence); false losses: machines "
-          "released for any reason but the bag's end, or told `unknown`.", "",
-          "| machines | tasks | done | tasks/s | master CPU µs/task | peak RSS MiB | beat gap s | longest silence s "
-          "| false losses | makespan s |", "|---|---|---|---|---|---|---|---|---|---|"]
+          "released for any reason but the bag's end, or told `unknown`; joined: machines welcomed before the bag "
+          "ended (the master lets at most 512 connections wait for their hello at once, so a fleet joins over "
+          "a few seconds).", "",
+          "| machines | joined | tasks | done | tasks/s | master CPU µs/task | peak RSS MiB | beat gap s "
+          "| longest silence s | false losses | makespan s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         kind = "no-op" if r["task_s"] == 0 else "sleep 1"
         if "error" in r:
-            t.append(f"| {r['machines']:,} | {r['tasks']:,} {kind} | error: {' / '.join(r['error'])} |||||||")
+            t.append(f"| {r['machines']:,} | | {r['tasks']:,} {kind} | error: {' / '.join(r['error'])} |||||||")
             continue
-        t.append(f"| {r['machines']:,} | {r['tasks']:,} {kind} | {r['done']:,} | {r['tps']:,.0f} | {r['cpu_us']:.1f} "
+        t.append(f"| {r['machines']:,} | {r['welcomed']:,} | {r['tasks']:,} {kind} | {r['done']:,} | {r['tps']:,.0f} | {r['cpu_us']:.1f} "
                  f"| {r['rss_mib']:.0f} | {r['beat_gap_s']:.2f} | {r['frame_gap_s']:.2f} | {r['false_losses']}"
                  + (f" ({', '.join(r['lost_reasons'])})" if r["lost_reasons"] else "") + f" | {r['makespan_s']:.1f} |")
     t.append("")
