@@ -1045,7 +1045,7 @@ def write_results(path: Path, sections: list[Section], args: argparse.Namespace,
         "repeats, no budget), `--budget SECONDS`, "
         "`--quick` (small bags, one repeat, written to `bench/out/RESULTS-quick.md`), `--full` (adds the real "
         f"run of the 1,000,000-task bag), `--only 1,3` (some benchmarks: 1 noop, 2 shell, 3 big bag, "
-        "4 planning, 5 bats-sim, 6 monitoring tick), "
+        "4 planning, 5 bats-sim, 6 monitoring tick, 11 under attack), "
         f"`--variants {DEFAULT_VARIANTS}` "
         "(benchmark 1's configurations as max:prefetch, prefetch `auto` or 0–15, a bare max meaning auto), "
         "`--output FILE`. The transport floor alone: "
@@ -1083,8 +1083,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {DEFAULT_BUDGET_S:.0f}; --full's big run is not counted)")
     p.add_argument("--quick", action="store_true", help="small bags and one repeat: a smoke run")
     p.add_argument("--full", action="store_true", help="also run bats-master on the 1,000,000-task bag")
-    p.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10",
-                   help="comma-separated benchmarks to run (default 1,2,3,4,5,6,7,8,9,10)")
+    p.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11",
+                   help="comma-separated benchmarks to run (default 1,2,3,4,5,6,7,8,9,10,11)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="MAX:PREFETCH,...",
                    help=f"benchmark 1's configurations, max workers and [master] prefetch (default "
                         f"{DEFAULT_VARIANTS}; PREFETCH is auto or 0-{MAX_PREFETCH}, a bare MAX means auto)")
@@ -1175,6 +1175,12 @@ def main(argv: list[str] | None = None) -> int:
 
             log("benchmark 10: scale, emulated fleets of 200-1,000 machines and 10,000 true vs xargs and parallel")
             sections.append(bench_scale(work, BATS_MASTER, run_bats, write_noop_config, log, args.quick))
+        if 11 in only:
+            from attack_bench import bench_attack
+
+            r_attack = 1 if args.quick else 3
+            log(f"benchmark 11: the defences' cost against the code before them, and a 1 MiB flood, {r_attack} repeat(s)")
+            sections.append(bench_attack(work, BATS_MASTER, write_noop_config, log, r_attack))
     write_results(output, sections, args, argv, started, started_at, env, git)
     log(f"wrote {output} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0
