@@ -114,3 +114,75 @@ def test_a_hoarding_machine_is_released_and_its_tasks_run_elsewhere(tmp_path):
     report = json.loads((state / "report.json").read_text())
     hoarder = next(m for m in report["machines"] if m["cluster"] == "hand")
     assert hoarder["nt"] == 0
+
+
+def test_nested_heartbeats_from_an_admitted_machine_neither_starve_the_run_nor_deafen_it_to_sigterm(tmp_path):
+    # the attack of the report: heartbeats whose unknown field is arrays nested 1,000 deep (~1M
+    # objects a frame), sent without pause by a machine holding the join token (it holds two tasks
+    # and never answers), beside an honest worker. Before, the honest worker did 13 of 300 tasks in
+    # 35 s and the master did not stop on SIGTERM for over a minute
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    config = tmp_path / "c.toml"
+    config.write_text(f'[master]\nlisten = "{endpoint}"\nliveness = "600s"\n\n'
+                      '[clusters.local]\nprovisioner = "local"\nmax = 1\n\n'
+                      '[clusters.hand]\nprovisioner = "manual"\nmax = 1\n')
+    bag = write_bag(tmp_path / "tasks.txt", ["true"] * 300)
+    state = tmp_path / "run"
+    with (tmp_path / "master.err").open("w") as err:
+        master = subprocess.Popen([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--policy", "self",
+                                   "--state-dir", str(state)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
+    context = zmq.Context()
+    try:
+        token_file = state / "join" / "hand.token"
+        wait_for(token_file.exists, 30, "the join token")
+        public, _ = zmq.auth.load_certificate(str(state / "master.key"))
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTING_ID, b"n" + os.urandom(15))
+        sock.setsockopt(zmq.SNDHWM, 8)  # a few frames queued here: the flood keeps pace with the master
+        sock.curve_serverkey = public
+        sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+        sock.connect(endpoint)
+        hello = encode("hello", machine="nester", token=token_file.read_text().strip(), cluster="hand",
+                       host="nester", cpus=1, version="0")
+        got: list[dict] = []
+
+        def welcomed() -> bool:
+            sock.send(hello)
+            if sock.poll(500):
+                while sock.poll(0):
+                    got.extend(decode_all(sock.recv(), MASTER_TYPES))
+            return any(m["type"] == "welcome" for m in got)
+
+        wait_for(welcomed, 60, "a seat for the nester")
+        sock.send(encode("ask", n=2))
+        junk = msgpack.packb({"v": 1, "type": "heartbeat", "extra": _nested(1000, 900)})
+        sent = 0
+
+        def flood_until(enough: int) -> bool:
+            nonlocal sent
+            while sock.poll(0, zmq.POLLOUT):  # the flood: as much as the master takes, between looks
+                sock.send(junk, zmq.NOBLOCK)
+                sent += 1
+            while sock.poll(0):
+                sock.recv()  # its tasks are never answered
+            return len(export(state)) >= enough
+
+        wait_for(lambda: flood_until(298), 60, "the honest worker's 298 tasks under the flood")
+        assert sent >= 10, sent  # each ~1M objects
+        master.terminate()  # while the flood goes on
+        for _ in range(40):
+            flood_until(0)
+            if master.poll() is not None:
+                break
+            sock.poll(500)
+        assert master.poll() is not None, "the master did not stop within 20 s of SIGTERM under the flood"
+        assert master.wait() != 0  # stopped with two tasks not run
+    finally:
+        if master.poll() is None:
+            master.kill()
+            master.wait()
+        context.destroy(linger=0)
+    report = json.loads((state / "report.json").read_text())
+    assert report["tasks"]["done"] == 298, report["tasks"]
+    assert "SIGTERM" in (tmp_path / "master.err").read_text()
