@@ -23,7 +23,7 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bats.common import __version__, clock
 from bats.common.config import Config, ConfigError
@@ -41,6 +41,9 @@ from .output import emit, silence
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_STATE_DIR = parsers.DEFAULT_STATE_DIR
+if TYPE_CHECKING:
+    from ..state.events import EventLog
+
 log = logging.getLogger("bats.master")
 PROGRESS = "bats.progress"  # the run's routine reports (bats.master.views.live logs there too)
 progress = logging.getLogger(PROGRESS)
@@ -117,6 +120,19 @@ def _retries(settings: dict, config: Config) -> int:
     if settings.get("retries_given") or config.retry.attempts is None:
         return int(settings["retries"])
     return config.retry.attempts
+
+
+def _events_log(state_dir: str, session: int, header: dict) -> EventLog | None:
+    """The session's events log (``bats-sim --replay``), or None when it cannot be opened: a
+    diagnostic, so the run goes on without it."""
+    from ..state.events import EventLog
+
+    try:
+        return EventLog.open(state_dir, session, header)
+    except OSError as exc:
+        log.error("%s: the events log cannot be opened (%s); the run goes on without it", state_dir,
+                  exc.strerror or exc)
+        return None
 
 
 def _interactive() -> bool:
@@ -440,11 +456,16 @@ def run(args: argparse.Namespace) -> int:
         config = _resolve_slots(config, plugins)
         choice = _resumed_choice(journal, settings["choice"], session)
         prior_sample = _prior_sample(journal, choice, session)
-        core = build_core(bag.task_ids, config, random.Random(settings["seed"]), choice, prior_sample=prior_sample,
-                          retries=_retries(settings, config), boot_timeout_s=config.master.boot_timeout_s,
-                          max_machine_losses=settings.get("max_machine_losses", 2),
-                          finished=finished, max_held=config.master.worker_capacity,
-                          adaptive_prefetch=config.master.prefetch is None)
+        built = {"seed": settings["seed"], "choice": choice, "prior_sample": prior_sample,
+                 "retries": _retries(settings, config), "boot_timeout_s": config.master.boot_timeout_s,
+                 "max_machine_losses": settings.get("max_machine_losses", 2), "finished": finished,
+                 "max_held": config.master.worker_capacity, "adaptive_prefetch": config.master.prefetch is None}
+        core = build_core(bag.task_ids, config, random.Random(built["seed"]), built["choice"],
+                          prior_sample=prior_sample, retries=built["retries"], boot_timeout_s=built["boot_timeout_s"],
+                          max_machine_losses=built["max_machine_losses"], finished=finished,
+                          max_held=built["max_held"], adaptive_prefetch=built["adaptive_prefetch"])
+        events = _events_log(args.state_dir, session, {**built, "workers": settings.get("workers"),
+                                                       "slots": {name: cl.slots for name, cl in config.clusters.items()}})
         if finished:
             progress.info(
                 "resuming %s (session %d): %d of %d tasks already finished", args.state_dir, session,
@@ -477,10 +498,12 @@ def run(args: argparse.Namespace) -> int:
         server = Server(core, server_bag, config, journal, plugins, sock, session,
                         task_timeout_s=settings["task_timeout_s"], on_tick=watch, chooser=chooser,
                         secure=keys is not None, keep_machines=args.keep_machines,
-                        door=auth.door if auth is not None else None)
+                        door=auth.door if auth is not None else None, events=events)
         try:
             finish = server.run()
         finally:
+            if events is not None:
+                events.close()
             watch.close()
             if dashboard is not None:
                 dashboard.close()

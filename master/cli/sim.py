@@ -52,8 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", metavar="FILE",
                    help="clusters config (TOML), as for bats-master; a cluster's speed divides runtimes")
     p.add_argument("--workers", type=int, metavar="N", help="with no --config: machines of the default local cluster")
-    p.add_argument("--tasks", type=int, metavar="N", required=True, help="tasks in the bag")
-    p.add_argument("--runtimes", metavar="SPEC", required=True, help="task runtime distribution (see below)")
+    p.add_argument("--tasks", type=int, metavar="N", help="tasks in the bag (required unless --replay)")
+    p.add_argument("--runtimes", metavar="SPEC", help="task runtime distribution (see below; required unless --replay)")
+    p.add_argument("--replay", metavar="STATE_DIR",
+                   help="feed the events a real run recorded to a fresh core and check it takes the same actions "
+                        "(exit 0), else print the first difference (exit 1)")
     p.add_argument("--seed", type=int, help="seed for runtimes and task order (default: random, in the report)")
     p.add_argument("--retries", type=int, default=0, metavar="N", help="re-run a failed task up to N times (default 0)")
     p.add_argument("--fail-rate", type=float, default=0.0, metavar="P",
@@ -70,7 +73,52 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 
+def replay(state_dir: str, quiet: bool = False) -> int:
+    """``--replay STATE_DIR``: every session the run recorded, replayed (:mod:`bats.master.sim.replay`)."""
+    from pathlib import Path
+
+    from bats.common.config import ConfigError
+
+    from ..sim.replay import core_for
+    from ..sim.replay import replay as replay_sessions
+    from ..state.bag import BagError, load_bag
+    from ..state.events import EVENTS_NAME, EventLogError, read
+
+    state = Path(state_dir)
+    path = state / EVENTS_NAME
+    if not path.is_file():
+        raise UsageError(f"--replay {state_dir}: no {EVENTS_NAME} there (a run records one from this version on)")
+    try:
+        bag = load_bag(state / "bag.txt")
+    except BagError as exc:
+        raise UsageError(f"--replay: {exc}") from None
+    config_copy = state / "config.toml"
+
+    def make_core(header: dict) -> c.Core:
+        try:
+            config = load_cluster_config(str(config_copy) if config_copy.is_file() else None, header.get("workers"))
+        except ConfigError as exc:
+            raise UsageError(f"--replay {state_dir}: {exc}") from None
+        return core_for(bag.task_ids, config, header)
+
+    same = True
+    try:
+        for outcome in replay_sessions(read(path), make_core):
+            if outcome.divergence is not None:
+                same = False
+                print(f"bats-sim: the replay differs at {outcome.divergence.describe()}")
+            elif not quiet:
+                print(f"session {outcome.session}: {outcome.events} events, the same actions")
+    except EventLogError as exc:
+        raise UsageError(f"--replay: {exc}") from None
+    return EXIT_OK if same else EXIT_INCOMPLETE
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.replay is not None:
+        return replay(args.replay, args.quiet)
+    if args.tasks is None or args.runtimes is None:
+        raise UsageError("--tasks and --runtimes are required (or --replay STATE_DIR)")
     from ..core.planning.planner import spread
     from ..sim.runtimes import MIN_RUNTIME_S, parse_runtimes
     from ..views.options_table import core_profitability, format_options

@@ -63,6 +63,7 @@ from ..core.offers.compose import Offer
 from ..core.view import OFFERING
 from ..driver import Driver, carries_out
 from ..state.bag import Bag
+from ..state.events import EventLog
 from ..state.journal import Journal, JournalError
 from .door import Door, DoorKeeper
 from .fleet import Fleet
@@ -118,8 +119,10 @@ class Server(Driver):
         secure: bool = False,
         keep_machines: bool = False,
         door: Door | None = None,
+        events: EventLog | None = None,
     ) -> None:
         self.core = core
+        self.events = events  # every event fed to the core and its answer, for bats-sim --replay
         self.bag = bag
         self.config = config
         self.journal = journal
@@ -255,7 +258,10 @@ class Server(Driver):
     def _feed(self, event: c.Event) -> None:
         """Hand an event to the core and carry out its actions at once (an action may feed more
         events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
-        self.carry_out(self.handle(event))  # the base driver times the planning step
+        actions = self.handle(event)  # the base driver times the planning step
+        if self.events is not None:
+            self.events.record(event, actions)
+        self.carry_out(actions)
 
     # ------------------------------------------------------------ frames in
     def _drop(self, peer: str, reason: str) -> None:
@@ -670,6 +676,8 @@ class Server(Driver):
     def _flush_journal(self) -> bool:
         """Commit the journal; if it cannot be written (disk full), stop the run cleanly: results
         not committed stay in memory, and their tasks simply run again after ``--resume``."""
+        if self.events is not None:
+            self.events.flush()
         try:
             self.journal.flush()
             return True

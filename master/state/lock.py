@@ -27,7 +27,8 @@ from pathlib import Path
 LOCK_NAME = "master.lock"
 # what the master reads or writes in a state dir (``logs`` and ``join`` are directories, checked one level down)
 STATE_NAMES = (LOCK_NAME, "journal.sqlite", "journal.sqlite-wal", "journal.sqlite-shm", "journal.sqlite-mark", "logs", "master.key",
-               "master.key_secret", "report.json", "bag.txt", "config.toml", "control.json", "control.sock", "join")
+               "master.key_secret", "report.json", "bag.txt", "config.toml", "control.json", "control.sock", "join",
+               "events.msgpack")
 _held: list[int] = []  # the descriptors this process holds (released at exit by the kernel)
 
 
