@@ -47,17 +47,32 @@ class EventLogError(Exception):
     """The events file cannot be read (one line: the file and the record)."""
 
 
+_OUTPUT = ("stdout", "stderr")  # what TaskFinished and RecordResult carry that the log leaves out
+# per recorded type, its name and fields in order, each with whether it is task output (written empty)
+_FIELDS: dict[type, tuple[str, tuple[tuple[str, bool], ...]]] = {
+    cls: (name, tuple((f.name, cls in (TaskFinished, RecordResult) and f.name in _OUTPUT)
+                      for f in dataclasses.fields(cls)))
+    for name, cls in _TYPES.items()}
+_PLAIN = (str, int, float, bool, bytes, type(None))
+
+
 def encode(value: Any) -> Any:
-    """A dataclass of :data:`_TYPES` as ``[type, field, ...]``, recursively; other values as they are."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        name = type(value).__name__
-        if name not in _TYPES:
-            raise TypeError(f"{name} is not recorded in the events file")
-        return [name, *(encode(getattr(value, f.name)) for f in dataclasses.fields(value))]
-    if isinstance(value, (list, tuple)):
+    """A dataclass of :data:`_TYPES` as ``[type, field, ...]``, recursively, task output written
+    empty; other values as they are. Once per event a run feeds its core, so it is a table lookup
+    per value, not ``dataclasses.fields``."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    known = _FIELDS.get(kind)
+    if known is not None:
+        name, fields = known
+        return [name, *[b"" if output else encode(getattr(value, field)) for field, output in fields]]
+    if kind is list or kind is tuple:
         return [encode(v) for v in value]
-    if isinstance(value, dict):
+    if kind is dict:
         return {k: encode(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        raise TypeError(f"{kind.__name__} is not recorded in the events file")
     return value
 
 
@@ -102,7 +117,7 @@ class EventLog:
         if self._file is None:
             return
         try:
-            record = ["event", encode(without_output(event)), [encode(without_output(a)) for a in actions]]
+            record = ["event", encode(event), [encode(a) for a in actions]]
             self._buffer.append(self._packer.pack(record))
         except (TypeError, ValueError) as exc:  # a type the log does not know: a diagnostic, never the run's end
             log.error("%s: event %s cannot be recorded (%s); the events log ends here", self.path,
