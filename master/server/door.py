@@ -18,7 +18,11 @@ in once a seat frees). A connection that stays ``HELLO_WITHIN_S`` without an adm
 sent more before its hello than its budget allows (:meth:`Door.evict`), is shut down under libzmq
 (``shutdown(2)`` on its descriptor, after checking that the descriptor still belongs to the same
 peer address and port): ZeroMQ has no call that drops one peer of a ROUTER, and this is one. A
-worker whose connection is shut down reconnects on its own and says hello again.
+worker whose connection is shut down reconnects on its own and says hello again. After a connection
+from an address was shut down for its budget, new handshakes from that address are refused (the
+same temporary status) for ``PENALTY_S``: a flooder reconnecting at once would otherwise make the
+master decrypt a fresh burst of large frames every time; a worker behind the same address that
+(re)connects meanwhile waits that long.
 
 With ``--insecure`` there is no ZAP and no door (the master then listens on loopback only).
 """
@@ -40,6 +44,7 @@ log = logging.getLogger(__name__)
 
 PER_ADDRESS = 64  # connections without a hello from one address (workers behind one NAT share one)
 TOTAL = 512  # and from all addresses together
+PENALTY_S = 2.0  # handshakes from an address refused after one of its connections was shut down
 HELLO_WITHIN_S = 30.0  # a connection gets this long to be admitted (a worker waiting for its seat is
 # shut down and reconnects: harmless)
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
@@ -69,6 +74,7 @@ class Door:
         self._open: dict[int, _Connection] = {}
         self._waiting: dict[str, int] = {}  # address -> connections not admitted
         self._evict: list[int] = []  # descriptors the master asked to shut down
+        self._penalty: dict[str, float] = {}  # address -> until when its handshakes are refused
         self.refused = 0  # handshakes refused so far
         self.shut = 0  # connections shut down so far
 
@@ -113,13 +119,16 @@ class Door:
         with self._lock:
             return self._waiting.get(address, 0) if address is not None else sum(self._waiting.values())
 
-    def refuses(self, address: str) -> str | None:
+    def refuses(self, address: str, now: float) -> str | None:
         """Why a new handshake from ``address`` is refused, or None. The connection asking is
         already counted (its ``EVENT_ACCEPTED`` comes before its handshake)."""
         with self._lock:
             here = self._waiting.get(address, 0)
             everywhere = sum(self._waiting.values())
-        if here > self.per_address:
+            penalty = self._penalty.get(address)
+        if penalty is not None and now < penalty:
+            reason = f"a connection from {address} sent past its budget before hello {PENALTY_S:g} s ago or less"
+        elif here > self.per_address:
             reason = f"more than {self.per_address} connections from {address} without a hello"
         elif everywhere > self.total:
             reason = f"more than {self.total} connections without a hello"
@@ -134,6 +143,11 @@ class Door:
         with self._lock:
             fds = set(self._evict)
             self._evict.clear()
+            for fd in fds:
+                if fd in self._open and self._open[fd].address:
+                    self._penalty[self._open[fd].address] = now + PENALTY_S
+            if len(self._penalty) > 4096:  # addresses whose penalty is over are forgotten
+                self._penalty = {a: t for a, t in self._penalty.items() if t > now}
             fds.update(fd for fd, conn in self._open.items()
                        if not conn.admitted and now - conn.opened > HELLO_WITHIN_S)
             return [(fd, self._open[fd].address, self._open[fd].port) for fd in fds if fd in self._open]
@@ -170,7 +184,7 @@ class DoorKeeper(threading.Thread):
     """The ZAP handler and the reader of the ROUTER's monitor (see the module docstring). Call
     :meth:`watch` with the ROUTER before it is bound, :meth:`stop` after it is closed."""
 
-    POLL_MS = 500
+    POLL_MS = 20  # how soon a connection the master evicted is shut down
 
     def __init__(self, context: zmq.Context, door: Door | None = None) -> None:
         super().__init__(name="bats-door", daemon=True)
@@ -263,7 +277,7 @@ class DoorKeeper(threading.Thread):
         if len(request) < 7 or request[0] != b"1.0" or request[5] != b"CURVE" or len(request[6]) != 32:
             return [b"1.0", request[1] if len(request) > 1 else b"", b"400", b"only CURVE is spoken here", b"", b""]
         address = request[3].decode("ascii", "replace")
-        reason = self.door.refuses(address)
+        reason = self.door.refuses(address, time.monotonic())
         if reason is not None:
             if self.door.refused <= 10 or self.door.refused % 1000 == 0:
                 log.warning("handshake refused: %s (%d refused so far)", reason, self.door.refused)
