@@ -29,6 +29,8 @@
 10. Scale (``bench/scale_bench.py``): 200, 500 and 1,000 emulated machines (``bench/emulate.py``)
     on one master, no-op and ``sleep 1`` bags; the master's CPU per no-op task with 2 workers, its
     start-up and its RSS at 200,000 tasks; 10,000 ``true`` beside ``xargs -P2`` and GNU parallel.
+12. Options with odds (``bench/odds_bench.py``): a 5,000-task bag on 5 clusters sampled in virtual
+    time, the time from the end of its sample to the options with their odds (goal: 5 s).
 
 Writes ``bench/RESULTS.md`` (``--quick`` writes ``bench/out/RESULTS-quick.md`` unless ``--output``
 is given, so a smoke run never replaces the real results). Every run gets a fresh temporary
@@ -1083,8 +1085,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {DEFAULT_BUDGET_S:.0f}; --full's big run is not counted)")
     p.add_argument("--quick", action="store_true", help="small bags and one repeat: a smoke run")
     p.add_argument("--full", action="store_true", help="also run bats-master on the 1,000,000-task bag")
-    p.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11",
-                   help="comma-separated benchmarks to run (default 1,2,3,4,5,6,7,8,9,10,11)")
+    p.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10,11,12",
+                   help="comma-separated benchmarks to run (default 1,2,3,4,5,6,7,8,9,10,11,12)")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, metavar="MAX:PREFETCH,...",
                    help=f"benchmark 1's configurations, max workers and [master] prefetch (default "
                         f"{DEFAULT_VARIANTS}; PREFETCH is auto or 0-{MAX_PREFETCH}, a bare MAX means auto)")
@@ -1181,6 +1183,12 @@ def main(argv: list[str] | None = None) -> int:
             r_attack = 1 if args.quick else 3
             log(f"benchmark 11: the defences' cost against the code before them, and a 1 MiB flood, {r_attack} repeat(s)")
             sections.append(bench_attack(work, BATS_MASTER, write_noop_config, log, r_attack))
+        if 12 in only:
+            from odds_bench import bench_odds
+
+            samples = 1 if args.quick else 3
+            log(f"benchmark 12: options with odds, 5,000 tasks on 5 clusters, {samples} bag(s)")
+            sections.append(bench_odds(samples))
     write_results(output, sections, args, argv, started, started_at, env, git)
     log(f"wrote {output} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0

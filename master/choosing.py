@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from .core import Core
-    from .core.actions import OfferOptions
+    from .core.actions import OfferOptions, WarnShort
     from .core.option import Option
 
 
@@ -31,6 +31,16 @@ class StopRun:
 
 
 Answer = Chosen | StopRun
+
+
+@dataclass(frozen=True)
+class RaiseBudget:
+    """The answer to an early warning (``WarnShort``): add ``amount`` to the budget."""
+
+    amount: float
+
+
+ShortAnswer = RaiseBudget | StopRun | None  # None: go on
 
 
 @runtime_checkable
@@ -50,4 +60,8 @@ class Chooser(Protocol):
 
     def offer(self, core: Core, offer: OfferOptions) -> None: ...
     def poll(self, core: Core) -> Answer | None: ...
+    # an early warning: shown once (:meth:`warn_short`), then asked every tick until it answers
+    # (True, the answer; None for go on) or (False, None) while nobody has answered yet
+    def warn_short(self, warning: WarnShort) -> None: ...
+    def poll_short(self) -> tuple[bool, ShortAnswer]: ...
     def waiting_s(self, now: float) -> float: ...

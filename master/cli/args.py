@@ -71,6 +71,10 @@ def add_choice_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cushion", choices=("yes", "no"),
                    help="may spend the option's cushion for the rounding problem on top of the budget "
                         "(default no; asked on a terminal)")
+    g.add_argument("--when-short", choices=("continue", "stop"), default="continue",
+                   help="when the chance of ending within the money falls below 90 %% during the run and "
+                        "nobody can be asked (no terminal): go on (default) or stop; on a terminal the run asks "
+                        "whether to go on, stop or raise the budget by the amount it needs")
     g.add_argument("--plan-only", action="store_true", help="stop after sampling and showing the options")
     g.add_argument("--planner", choices=("exact", "ga"), default="exact",
                    help="the Pareto set of options: exact (default) or seed 003's genetic algorithm")
@@ -187,4 +191,5 @@ def choice_from_args(args: argparse.Namespace, config: Config):
                          "(every cluster here is free; add --policy bats to plan anyway)")
     return Choice(policy=policy, schedule=args.schedule, budget=args.budget, cushion=args.cushion == "yes",
                   plan_only=args.plan_only, planner=args.planner, all_options=args.all_options, deadline=deadline,
-                  speed_up=not args.no_speed_up, catch_up=not args.no_catch_up)
+                  speed_up=not args.no_speed_up, catch_up=not args.no_catch_up,
+                  when_short=getattr(args, "when_short", "continue") or "continue")

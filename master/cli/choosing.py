@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from bats.common import clock
 
-from ..choosing import Answer, Chosen, Offering, StopRun
-from ..core.actions import OfferOptions
+from ..choosing import Answer, Chosen, Offering, RaiseBudget, ShortAnswer, StopRun
+from ..core.actions import OfferOptions, WarnShort
 from .output import emit
 
 if TYPE_CHECKING:  # the planners (numpy) are imported when options are shown, not by every run
@@ -57,6 +57,7 @@ class FlagChooser:
         self.asking = False  # the options are shown and the operator has not answered yet
         self.asked_at: float | None = None  # when the current question was put
         self.waited_s = 0.0  # time spent waiting for the operator's answers, questions now over
+        self._short: tuple[bool, ShortAnswer] = (False, None)  # the answer to an early warning
 
     def waiting_s(self, now: float) -> float:
         """Time the run has spent waiting for the operator's answers, up to ``now``: the live
@@ -151,6 +152,17 @@ class FlagChooser:
         answer, self._answer = self._answer, None
         return self._chosen(answer)
 
+    def warn_short(self, warning: WarnShort) -> None:
+        """An early warning with nobody to ask: ``--when-short`` answers."""
+        if self.choice.when_short == "stop":
+            self._short = (True, StopRun(f"stopped by --when-short stop: {warning.message}"))
+        else:
+            self._short = (True, None)
+
+    def poll_short(self) -> tuple[bool, ShortAnswer]:
+        answer, self._short = self._short, (False, None)
+        return answer
+
     def _chosen(self, answer: Answer | None) -> Answer | None:
         if isinstance(answer, Chosen) and self.chosen_at is None:
             self.chosen_at = clock.now()
@@ -187,6 +199,38 @@ class TerminalChooser(FlagChooser):
             self.asked_at = clock.now()
         self.asking = True
         threading.Thread(target=self._read, name="bats-prompt", daemon=True).start()
+
+    def warn_short(self, warning: WarnShort) -> None:
+        """An early warning on a terminal: ask whether to go on, stop, or raise the budget."""
+        self._short_warning = warning
+        self._short_lines: queue.Queue[str | None] | None = queue.Queue()
+        emit(f"{warning.message}\n  continue, stop, or raise the budget by {warning.needed:.2f}? [c/s/r] ",
+             end="", file=self.out)
+        threading.Thread(target=self._read_into, args=(self._short_lines,), name="bats-short", daemon=True).start()
+
+    def _read_into(self, lines: queue.Queue[str | None]) -> None:
+        try:
+            line = self._read_line()
+        except (OSError, ValueError):
+            line = ""
+        lines.put(line if line else None)
+
+    def poll_short(self) -> tuple[bool, ShortAnswer]:
+        lines = getattr(self, "_short_lines", None)
+        if lines is None:
+            return False, None
+        try:
+            line = lines.get_nowait()
+        except queue.Empty:
+            return False, None
+        self._short_lines = None
+        warning = self._short_warning
+        text = (line or "").strip().lower()
+        if text in ("s", "stop", "q"):
+            return True, StopRun(f"stopped by the operator after the warning: {warning.message}")
+        if text in ("r", "raise") and warning.needed > 0:
+            return True, RaiseBudget(warning.needed)
+        return True, None  # c, an empty line, end of input: go on
 
     def _read(self) -> None:
         try:

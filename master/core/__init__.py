@@ -26,6 +26,7 @@ from .actions import (
                       RecordResult,
                       Release,
                       WakeAt,
+                      WarnShort,
 )
 from .base import (
                       DEFAULT_MAX_HELD,
@@ -43,6 +44,7 @@ from .base import (
 from .billing import atus_begun, charged
 from .events import (
                       AcquireFailed,
+                      BudgetRaised,
                       Event,
                       MachineAcquired,
                       MachineCameLate,
@@ -60,8 +62,8 @@ from .events import (
 
 __all__ = [
     "DEFAULT_MAX_HELD", "DONE", "FAILED", "GIVE_UP_AFTER", "LONG_TASK_S", "PENDING", "RUNNING", "SHORT_TASK_S",
-    "Acquire", "AcquireFailed", "Action", "AskOffers", "Cancel", "Core", "Dispatch", "Event", "Finish", "IgnoreResult",
+    "Acquire", "AcquireFailed", "BudgetRaised", "Action", "AskOffers", "Cancel", "Core", "Dispatch", "Event", "Finish", "IgnoreResult",
     "Machine", "MachineAcquired", "MachineCameLate", "MachineLost", "MachineState", "MachineUp", "Notify",
     "OfferOptions", "OffersMade", "PriceChanged", "RecordResult", "Release", "RunStarted", "ScheduleChosen",
-    "StopRequested", "TaskFinished", "Tick", "WakeAt", "WorkerAsked", "atus_begun", "charged",
+    "StopRequested", "TaskFinished", "Tick", "WakeAt", "WarnShort", "WorkerAsked", "atus_begun", "charged",
 ]

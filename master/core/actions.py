@@ -115,4 +115,20 @@ class AskOffers:
     deadline_s: float  # from now
 
 
-Action = Union[Acquire, Release, Dispatch, Cancel, RecordResult, IgnoreResult, Finish, OfferOptions, WakeAt, Notify, AskOffers]
+@dataclass(frozen=True, slots=True)
+class WarnShort:
+    """The chance that the run ends within its money (budget + accepted cushion) fell below the
+    threshold: tell the operator (log, live view, status, report) and, where someone can answer,
+    ask whether to go on, stop (feed ``StopRequested``) or raise the budget by ``needed`` (feed
+    ``BudgetRaised``); without an answer the run goes on."""
+
+    chance: float  # share of replays of the tasks left that end within the money left
+    threshold: float
+    needed: float  # the money that brings the chance back to the threshold
+    spent: float  # what the budget has paid so far
+    money: float  # budget + accepted cushion
+    message: str
+
+
+Action = Union[Acquire, Release, Dispatch, Cancel, RecordResult, IgnoreResult, Finish, OfferOptions, WakeAt, Notify, AskOffers,
+               WarnShort]

@@ -64,6 +64,7 @@ from .actions import (
 from .billing import atus_begun, charged
 from .events import (
     AcquireFailed,
+    BudgetRaised,
     Event,
     MachineAcquired,
     MachineCameLate,
@@ -652,6 +653,11 @@ class Core:
         times.append(ev.now)
         prices.append(ev.price)
         self.prices[ev.cluster] = ev.price
+        return []
+
+    @handles(BudgetRaised)
+    def _on_budget_raised(self, ev: BudgetRaised) -> list[Action]:
+        """A policy without a budget has nothing to raise."""
         return []
 
     @handles(StopRequested)

@@ -122,6 +122,14 @@ class ScheduleChosen:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetRaised:
+    """The operator raised the run's budget by ``amount`` (an answer to ``WarnShort``)."""
+
+    now: float
+    amount: float
+
+
+@dataclass(frozen=True, slots=True)
 class OffersMade:
     """The pools' answers to :class:`~bats.master.core.actions.AskOffers`; completions in seconds from
     the question."""
@@ -131,4 +139,4 @@ class OffersMade:
 
 
 Event = Union[RunStarted, MachineAcquired, MachineCameLate, AcquireFailed, MachineUp, WorkerAsked, TaskFinished,
-              MachineLost, Tick, StopRequested, PriceChanged, ScheduleChosen, OffersMade]
+              MachineLost, Tick, StopRequested, PriceChanged, ScheduleChosen, OffersMade, BudgetRaised]

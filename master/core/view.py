@@ -36,3 +36,6 @@ class CoreView:
     monitor_interval_s: float | None = None  # how often the plan is checked (None: no budget to monitor)
     deadline_s: float | None = None  # from the start of the run (deadline-driven policies)
     plan: Any = None  # a deadline policy's plan, else None
+    # the last early warning while it holds (chance, threshold, needed, spent, money, at_s): the
+    # chance of ending within the money fell below the threshold; None when it did not or recovered
+    short: Mapping[str, float] | None = None

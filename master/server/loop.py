@@ -58,7 +58,7 @@ from bats.common.protocol import (
 from bats.provisioners.base import MachineHandle, Provisioner
 
 from .. import core as c
-from ..choosing import Chooser, StopRun
+from ..choosing import Chooser, RaiseBudget, StopRun
 from ..core.offers.compose import Offer
 from ..core.view import OFFERING
 from ..driver import Driver, carries_out
@@ -611,6 +611,26 @@ class Server(Driver):
         else:
             progress.info("%s", action.message)  # the plan, re-plans: routine, shown unless --quiet
 
+    @carries_out(c.WarnShort)
+    def _do_warn_short(self, action: c.WarnShort) -> None:
+        """The early warning: said in the log (the live view, ``status`` and the report read it from
+        the core), then asked of the chooser (on a terminal, the operator; else ``--when-short``)."""
+        log.warning("%s", action.message)
+        if self.chooser is not None:
+            self.chooser.warn_short(action)
+            self._take_short()
+
+    def _take_short(self) -> None:
+        if self.chooser is None or self.core.finished is not None:
+            return
+        answered, answer = self.chooser.poll_short()
+        if not answered:
+            return
+        if isinstance(answer, StopRun):
+            self._feed(c.StopRequested(clock.now(), answer.reason))
+        elif isinstance(answer, RaiseBudget):
+            self._feed(c.BudgetRaised(clock.now(), answer.amount))
+
     @carries_out(c.AskOffers)
     def _do_ask_offers(self, action: c.AskOffers) -> None:
         """Seed 002 steps 1-3: every cluster's provisioner offers (or not); the core composes."""
@@ -663,6 +683,7 @@ class Server(Driver):
         self.fleet.poll_prices(now, mono)
         self._feed(c.Tick(now))
         self._take_choice()
+        self._take_short()
         self._journal_plan()
         self._records.update(self.core, self.journal, self.session, self.chooser, now)
         if mono - timers["snapshot"] >= MACHINE_SNAPSHOT_S:

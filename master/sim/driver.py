@@ -460,6 +460,13 @@ class Simulator(Driver):
     def _do_notify(self, action: c.Notify) -> None:
         log.info("t=%.1f %s", self.now, action.message)
 
+    @carries_out(c.WarnShort)
+    def _do_warn_short(self, action: c.WarnShort) -> None:
+        """The early warning: nobody to ask in virtual time, so ``--when-short`` answers."""
+        log.info("t=%.1f %s", self.now, action.message)
+        if self.choice.when_short == "stop":
+            self._feed(c.StopRequested(self.now, f"stopped by --when-short stop: {action.message}"))
+
     # ------------------------------------------------------------ the report
     def report(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """The run's report in ``bats-master``'s report.json structure (no wall-clock fields, so

@@ -166,6 +166,15 @@ def render(report: dict[str, Any], journal: Journal) -> str:
     if selected:
         machines = ", ".join(f"{n} x {name}" for name, n in selected["machines"].items() if n)
         summary_rows.append(["plan", f"option {selected['id']} ({selected['label']}): {machines}"])
+        odds = selected.get("odds")
+        if odds:
+            summary_rows.append(["odds", f"makespan P50 {_d(odds['makespan_p50_s'])}, P90 {_d(odds['makespan_p90_s'])}; "
+                                 f"cost P50 {_money(odds['cost_p50'])}, P99 {_money(odds['cost_p99'])} "
+                                 f"({odds['replays']} replays)"])
+    for warning in report.get("warnings") or []:
+        summary_rows.append(["warning", f"at {_d(warning['at_s'])}: {100 * warning['chance']:.0f} % chance to end "
+                             f"within {_money(warning['money'])} ({_money(warning['spent'])} spent); "
+                             f"{_money(warning['needed'])} more would make it {100 * warning['threshold']:.0f} %"])
     sections = [f"<h2>Summary</h2>{_table(['', ''], summary_rows, 'summary')}"]
     if pva and report["status"] == "incomplete":
         sections.append(f"<h2>Predicted against actual</h2><p>not compared: the run stopped with {tasks['not_run']} "

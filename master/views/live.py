@@ -35,6 +35,7 @@ from bats.common import clock
 from bats.common.durations import format_duration
 
 from ..core import MachineState, atus_begun
+from ..core.option import odds_record
 from .money import Earlier, account
 
 if TYPE_CHECKING:
@@ -118,7 +119,10 @@ def snapshot(server: Server, started_wall: float, already: int, now: float | Non
         "planned_finish_at": planned_end,
         "plan": None if selected is None else {"id": selected.id, "label": selected.label,
                                                "machines": dict(selected.machines),
-                                               "makespan_s": selected.makespan_s, "cost": selected.cost},
+                                               "makespan_s": selected.makespan_s, "cost": selected.cost,
+                                               "odds": odds_record(selected.odds)},
+        # the early warning while it holds: the chance of ending within the money fell below the threshold
+        "short": None if view.short is None else dict(view.short),
         "money": money,
         "clusters": clusters,
         "reconfigurations": len(changes),
@@ -166,7 +170,24 @@ def one_line(snap: dict[str, Any]) -> str:
             text += f", waiting for {snap['waiting_for']}"
         if snap["planned_finish_at"] is not None:
             text += f", plan ends in {format_duration(max(0.0, snap['planned_finish_at'] - snap['now']))}"
+        if snap.get("short"):
+            text += f", {short_text(snap['short'])}"
     return text
+
+
+def short_text(short: dict[str, Any]) -> str:
+    """The early warning in a few words."""
+    return (f"WARNING: {100 * short['chance']:.0f} % chance to end within the money "
+            f"({_money(short['money'])}); {_money(short['needed'])} more would make it {100 * short['threshold']:.0f} %")
+
+
+def odds_text(odds: dict[str, Any] | None) -> str:
+    """An option's odds in a few words (empty when it has none)."""
+    if not odds:
+        return ""
+    return (f"; odds: makespan P50 {format_duration(odds['makespan_p50_s'])}, P90 "
+            f"{format_duration(odds['makespan_p90_s'])}, cost P50 {_money(odds['cost_p50'])}, "
+            f"P99 {_money(odds['cost_p99'])}")
 
 
 def atu_mark(row: dict[str, Any]) -> str:
@@ -201,7 +222,10 @@ def status_text(snap: dict[str, Any], state_dir: str, max_machines: int = 8) -> 
         plan = snap["plan"]
         machines = ", ".join(f"{n} x {name}" for name, n in plan["machines"].items() if n)
         lines.append(f"  plan       option {plan['id']} ({plan['label']}): {machines}, "
-                     f"estimated {format_duration(plan['makespan_s'])} for {_money(plan['cost'])}")
+                     f"estimated {format_duration(plan['makespan_s'])} for {_money(plan['cost'])}"
+                     + odds_text(plan.get("odds")))
+    if snap.get("short"):
+        lines.append(f"  money      {short_text(snap['short'])}")
     for name, cl in snap["clusters"].items():
         slots = cl.get("slots", 1)
         busy = f", {cl.get('busy_slots', 0)} of {slots * (cl['up'] + cl['booting'])} slots busy" if slots > 1 else ""
@@ -241,6 +265,8 @@ def rich_view(snap: dict[str, Any]) -> Any:
     lines.append(Text(finish))
     if snap["policy"] != "self":
         lines.append(Text(f"money: {money_text(snap)}"))
+    if snap.get("short"):
+        lines.append(Text(short_text(snap["short"]), style="bold yellow"))
     table = Table(box=None, padding=(0, 1), show_edge=False)
     for column in ("cluster", "up", "booting", "busy slots", "tasks", "ATU:% through (v: released at its end)"):
         table.add_column(column, justify="left" if column.startswith(("cluster", "ATU")) else "right")

@@ -12,7 +12,10 @@ several of the paper's labels produced shows them all ("fastest-20%, +20%"), and
 "cheapest (no cushion)" is what the cheapest option runs when its cushion is declined. ``cost`` is what the configuration
 is estimated to cost, ``budget`` what its execution is held to (a schedule's budget, which may be
 below its cost when its budget was raised for the rounding problem; a Pareto point's is its cost),
-``cushion`` what it may spend beyond the budget when the operator accepts it. When some option
+``cushion`` what it may spend beyond the budget when the operator accepts it (the P99 cost above
+the budget, or the rounding problem's, whichever is more). When the options state their odds
+(:mod:`bats.master.core.planning.odds`), two more columns give the makespan's P50/P90 and the
+cost's P50/P99 over the replays of each plan ("-" for an option without them). When some option
 costs less than the one labelled ``cheapest`` (the paper's B_min1 schedule is the fastest
 configuration within that budget, and its refinement may pick a dearer configuration), a note
 under the table says so. The last row is each cluster's profitability as seed 000 §4.1 defines it
@@ -69,19 +72,25 @@ def format_options(options: Sequence[Option], estimates: Mapping[str, tuple[floa
         return "\n".join(lines + ["  (no options)"])
     clusters = list(options[0].machines)
     slots = slots or {}
+    with_odds = any(o.odds is not None for o in options)
     headers = ["id", "schedule", *(f"{n} x{slots[n]}" if slots.get(n, 1) > 1 else n for n in clusters),
-               "makespan", "cost", "budget", "cushion"]
+               "makespan", "cost", "budget", "cushion", *(["makespan P50/P90", "cost P50/P99"] if with_odds else [])]
     rows = []
     places = money_places([o.cost for o in options] + [o.budget for o in options]
                           + [o.cushion for o in options if o.cushion])
     for o in options:
+        odds = []
+        if with_odds:
+            odds = (["-", "-"] if o.odds is None else
+                    [f"{format_duration(o.odds.makespan_p50_s)}/{format_duration(o.odds.makespan_p90_s)}",
+                     f"{_money(o.odds.cost_p50, places)}/{_money(o.odds.cost_p99, places)}"])
         rows.append([
             str(o.id), option_label(o), *(str(o.machines.get(name, 0)) for name in clusters),
             f"{o.makespan_atu} ATU ({format_duration(o.makespan_s)})",
-            _money(o.cost, places), _money(o.budget, places), _money(o.cushion, places) if o.cushion else "-",
+            _money(o.cost, places), _money(o.budget, places), _money(o.cushion, places) if o.cushion else "-", *odds,
         ])
     footer = (["", "profitability", *(f"{profit[name]:.2f}" if name in profit else "-" for name in clusters),
-               "", "", "", ""] if profit else None)
+               "", "", "", "", *(["", ""] if with_odds else [])] if profit else None)
     widths = [max(len(h), *(len(r[i]) for r in [*rows, *([footer] if footer else [])]))
               for i, h in enumerate(headers)]
     left = {1}  # the schedule label is left-aligned, numbers right-aligned

@@ -110,7 +110,8 @@ def _unit(longest_s: float) -> tuple[float, str]:
 
 def options_figure(options: Sequence[Option], chosen: int | None = None, tasks: int | None = None) -> Any:
     """The makespan/cost plane: every option, the Pareto front, the paper's four schedules
-    labelled, and the chosen option (by id) circled."""
+    labelled, the chosen option (by id) circled, and each option's odds (P50 marked, a line to the
+    P90 makespan and one to the P99 cost) where it states them."""
     fig = _figure()
     ax = fig.add_subplot()
     div, unit = _unit(max([o.makespan_s for o in options], default=1.0))
@@ -128,6 +129,17 @@ def options_figure(options: Sequence[Option], chosen: int | None = None, tasks: 
                 linewidth=1.2, zorder=1)
         ax.scatter([_hours(o.makespan_s) for o in front], [o.cost for o in front], s=18, color="tab:blue",
                    label="Pareto front", zorder=3)
+    with_odds = [o for o in options if o.odds is not None]
+    if with_odds:  # each option's odds: a bar from P50 to P90 makespan and from P50 to P99 cost
+        for o in with_odds:
+            assert o.odds is not None
+            ax.plot([_hours(o.odds.makespan_p50_s), _hours(o.odds.makespan_p90_s)], [o.odds.cost_p50] * 2,
+                    color="tab:purple", alpha=0.5, linewidth=1.0, zorder=1)
+            ax.plot([_hours(o.odds.makespan_p50_s)] * 2, [o.odds.cost_p50, o.odds.cost_p99],
+                    color="tab:purple", alpha=0.5, linewidth=1.0, zorder=1)
+        ax.scatter([_hours(o.odds.makespan_p50_s) for o in with_odds if o.odds is not None],
+                   [o.odds.cost_p50 for o in with_odds if o.odds is not None], s=10, marker="x",
+                   color="tab:purple", label="odds: P50, to P90 makespan and P99 cost", zorder=2)
     colors = {"cheapest": "tab:green", "+20%": "tab:olive", "fastest-20%": "tab:orange", "fastest": "tab:red"}
     for option in options:
         labels = paper_labels(option)

@@ -292,6 +292,15 @@ def _budget_lines(report: dict[str, Any]) -> list[str]:
         label = f"option {selected['id']} ({selected['label']})" if selected["id"] else selected["label"]
         lines.append(f"  plan      {label}: {machines}, estimated {format_duration(selected['makespan_s'])} "
                      f"for {selected['cost']:.4f}")
+        odds = selected.get("odds")
+        if odds:
+            lines.append(f"  odds      makespan P50 {format_duration(odds['makespan_p50_s'])}, P90 "
+                         f"{format_duration(odds['makespan_p90_s'])}; cost P50 {odds['cost_p50']:.4f}, "
+                         f"P99 {odds['cost_p99']:.4f}")
+    for warning in report.get("warnings") or []:
+        lines.append(f"  warned    at {format_duration(warning['at_s'])}: {100 * warning['chance']:.0f} % chance to end "
+                     f"within {warning['money']:.4f} ({warning['spent']:.4f} spent); {warning['needed']:.4f} more "
+                     f"would make it {100 * warning['threshold']:.0f} %")
     if report.get("budget") is not None:
         cushion = f" + cushion {report['cushion']:.4f}" if report.get("cushion") else ""
         against = report.get("against_budget")

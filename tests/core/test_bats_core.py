@@ -137,11 +137,12 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
     # every sampling machine is marked for the end of its first ATU minus the margin (100 - 10 s);
     # a1 can still run a 10 s task before t=90, so it gets one
     (dispatch,) = [a for a in actions if isinstance(a, c.Dispatch)]
-    # every option also states its odds (tests/core/test_odds.py); every task took exactly its
-    # mean, so the median replay is the option's own makespan
+    # every option also states its odds (tests/core/test_odds.py): every task takes exactly its mean,
+    # and the replays count the tasks running at t=40 by what they have left, not as new ones, so
+    # `cheapest` ends by 25 s, not 30, and its machines need no ATU beyond those paid
     (offered,) = [a for a in actions if isinstance(a, c.OfferOptions)]
-    assert all(o.odds is not None and o.odds.makespan_p50_s >= o.makespan_s - 1e-9 for o in offered.options)
-    assert offered.options[0].odds.makespan_p50_s == pytest.approx(options[0].makespan_s)
+    assert all(o.odds is not None and o.odds.makespan_p90_s <= o.makespan_s for o in offered.options)
+    assert (offered.options[0].odds.makespan_p50_s, offered.options[0].odds.cost_p99) == (25.0, 0.0)
     assert actions == [c.WakeAt(90.0)] * 4 + [offer, dispatch] and dispatch.machine == "a1"
     # each option costs what it is billed from now: `cheapest` ends by t=70, inside the time its
     # two a machines have paid (its planner figure, $2, stays its budget), and `fastest` pays only
@@ -280,12 +281,16 @@ def test_choose_names_an_option():
     assert core.choose("cheapest") == core.options[0] and core.choose(" Cheapest ").label == "cheapest"
     assert core.choose("fastest") == core.options[-1]
     assert core.choose("3") == core.options[2] and core.choose("3").machines == {"a": 2, "b": 3}
-    # the fastest configuration within $25 is every machine, $9 by the planner, of which it is billed
-    # only the new a3 and b3's first ATUs ($3): the sampling machines' paid time does the rest
+    # the fastest configurations within $25 are every machine ($9 by the planner) and 2 x a, 3 x b
+    # ($8): with the sampling machines' paid time and whole tasks both end by 20 s, and the second is
+    # billed only b3's first ATU ($2), so a budget takes it
     within = core.choose("$25")
-    assert (within.id, within.label, within.machines, within.cost, within.budget) == (
-        0, "budget", {"a": 3, "b": 3}, 3.0, 25.0)
-    assert core.choose("budget:4.5").machines == {"a": 2, "b": 1}  # 40 s for $4; 3 x a takes 53 s
+    assert (within.id, within.label, within.machines, within.makespan_s, within.cost, within.budget) == (
+        0, "budget", {"a": 2, "b": 3}, 20.0, 2.0, 25.0)
+    # within $4.5: 2 x a, 1 x b ($4) ends by 30 s, 3 x a ($3) by 25 s with the sampling machines' paid time
+    assert core.choose("budget:4.5").machines == {"a": 3, "b": 0}
+    # ... the fastest whose P99 cost fits too: every task takes its mean here, so the P99 is the bill
+    assert within.odds is not None and within.odds.cost_p99 == 2.0 and within.cushion == 0.0
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -341,6 +346,11 @@ def test_tick_at_the_release_time_releases_and_a_plan_falling_behind_is_replanne
     core = d.core
     assert [m.held for m in core.live_machines(cluster="a")] == [[(10, 1)], [(21, 1)]]
     actions = d.feed(c.Tick(90.0))
+    # the check after the re-plan replays the 13 tasks on the new b machine, with runtimes resampled
+    # from a's slower tasks too: some replays need its second ATU, past the $2 (the early warning)
+    (warning,) = [a for a in actions if isinstance(a, c.WarnShort)]
+    assert (warning.chance < 0.9, warning.money, warning.spent) == (True, 2.0, 0.0)
+    actions.remove(warning)
     assert actions == [
         c.Release("b1", DONE_SAMPLING), c.Release("b2", DONE_SAMPLING),
         c.Notify("re-planned (N_e 11 > N_p 10): 1 x b"),
@@ -363,7 +373,13 @@ def test_budget_exhaustion_finishes_incomplete_with_the_tasks_not_run():
     d = cheapest_then_slow()
     core = d.core
     d.through(90.0)
-    assert d.feed(c.Tick(90.0)) == [c.Release("b1", DONE_SAMPLING), c.Release("b2", DONE_SAMPLING), c.WakeAt(140.0)]
+    actions = d.feed(c.Tick(90.0))
+    # ... and the early warning says so before any of the $2 is spent: 13 % of the replays of the
+    # 12 tasks left on a1 and a2 end within it, $3 more would make it 90 %
+    (warning,) = [a for a in actions if isinstance(a, c.WarnShort)]
+    assert (warning.chance, warning.needed, warning.spent, warning.money) == (0.13, 3.0, 0.0, 2.0)
+    actions.remove(warning)
+    assert actions == [c.Release("b1", DONE_SAMPLING), c.Release("b2", DONE_SAMPLING), c.WakeAt(140.0)]
     assert core.reconfigurations == []
     d.through(140.0)
     assert d.feed(c.Tick(140.0)) == [c.WakeAt(190.0), c.WakeAt(190.0), c.WakeAt(190.0)]

@@ -107,8 +107,14 @@ def test_the_options_plan_each_mean_at_its_one_sided_bound_and_the_cushion_price
         bound = max(stats.mean_s + z_upper * stats.sd_s / math.sqrt(stats.n_done),
                     paper.mean_s + z_upper * paper.sd_s / math.sqrt(paper.n_done))
         assert plan.mean_s == pytest.approx(bound)
+    # the cushion is the P99 cost above the budget (tests/core/test_odds.py); an option without odds
+    # (beyond those a table shows) keeps the room of the upper means
     for option in core.options:
-        assert option.budget + option.cushion >= sim.upper.estimate(option.machines).cost - 1e-9
+        if option.odds is not None:
+            assert option.cushion == pytest.approx(max(0.0, option.odds.cost_p99 - option.budget), abs=1e-9) \
+                or option.cushion >= option.odds.cost_p99 - option.budget
+        else:
+            assert option.budget + option.cushion >= sim.upper.estimate(option.machines).cost - 1e-9
 
 
 def mdb_pool() -> Config:
@@ -122,7 +128,15 @@ def mdb_pool() -> Config:
                             options={"slowdown": 1.0, "startup": 0.0})})
 
 
-def test_a_run_whose_tasks_take_longer_than_planned_adds_machines_and_ends_on_time():
+@pytest.fixture
+def upper_cushion(monkeypatch):
+    """The options without odds, so their cushion is the room of the upper means (as before the
+    odds): these runs test how the re-plans use a cushion that leaves room for more machines, which
+    a P99 cushion of a plan that fits its budget does not."""
+    monkeypatch.setattr(BatsCore, "_with_odds", lambda self, options, planner: options)
+
+
+def test_a_run_whose_tasks_take_longer_than_planned_adds_machines_and_ends_on_time(upper_cushion):
     def run(catch_up: bool) -> dict:
         return simulate(mdb_pool(), 705, parse_runtimes("mdb"), 1539898300,
                         choice=Choice(policy="bats", schedule="cheapest", cushion=True, catch_up=catch_up)).report()
@@ -149,7 +163,7 @@ def test_no_catch_up_is_a_flag():
     assert choice_from_args(args, two_clouds()).catch_up is True
 
 
-def test_a_run_short_by_less_than_a_catch_up_keeps_its_configuration():
+def test_a_run_short_by_less_than_a_catch_up_keeps_its_configuration(upper_cushion):
     """A pool of a random study (625 multi-modal tasks): `cheapest` runs 5 machines billed every
     10 minutes; with this seed N_e > N_p once, by a few tasks. Moving to what ends by the chosen
     makespan meant one more, dear hourly machine (and the run then ended well before its plan);

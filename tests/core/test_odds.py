@@ -8,9 +8,13 @@ import math
 
 import numpy as np
 import pytest
+from helpers.cores import sampled
 
 from bats.common.config import ClusterConfig, Config, MasterConfig
+from bats.master import core as c
+from bats.master.core.actions import WarnShort
 from bats.master.core.bats.policy import BatsCore, Choice
+from bats.master.core.events import BudgetRaised, ScheduleChosen
 from bats.master.core.option import Odds, odds_from_record, odds_record
 from bats.master.core.planning import odds
 from bats.master.core.planning.clusters import ClusterPlan
@@ -140,3 +144,41 @@ def test_the_replay_agrees_with_the_simulator(schedule):
         inside_makespan += 0.8 * stated.makespan_p50_s <= actual <= 1.05 * stated.makespan_p90_s
         inside_cost += report["cost"]["execution"] <= stated.cost_p99 + 1e-9
     assert inside_makespan >= runs - 1 and inside_cost >= runs - 1
+
+
+# ---------------------------------------------------------------- the early warning
+def test_a_run_short_of_money_is_warned_once_with_what_it_would_take_and_a_raise_clears_it():
+    """The standard run (every a task takes 10 s, every b task 5 s) executing `fastest` (2 x a, 3 x b:
+    as fast as every machine, for less) on a budget cut to 0.5: the machine it adds costs $2 at
+    once, so no replay ends within the money. The check warns once with the money that brings the chance to 90 %, stays quiet while
+    nothing changes, and a raise by that amount clears it."""
+    d, _event, _actions = sampled()
+    core = d.core
+    d.feed(ScheduleChosen(40.0, core.choose("fastest")))
+    core.execution.budget = 0.5
+    assert core.check_odds(40.0) == [WarnShort(
+        0.0, 0.9, 1.5, 0.0, 0.5,
+        "the run may fall short of money: 0 % chance to end within the 0.5 budget (0 spent, 16 task(s) left); "
+        "another 1.5 would bring it to 90 %")]
+    assert core.view().short == {"at_s": 40.0, "chance": 0.0, "threshold": 0.9, "needed": 1.5, "spent": 0.0,
+                                 "money": 0.5}
+    assert core.check_odds(41.0) == []  # said once, until the chance recovers
+    actions = d.feed(BudgetRaised(42.0, 1.5))
+    assert actions[0] == c.Notify("budget raised by 1.5 to 2")
+    assert core.check_odds(43.0) == [] and core.view().short is None
+    report = core.report(43.0)
+    assert report["budget_raised"] == 1.5 and [w["needed"] for w in report["warnings"]] == [1.5]
+
+
+def test_when_short_stop_ends_a_simulated_run_at_the_warning():
+    clusters = {"a": ClusterConfig("a", "local", max=4, price=1.0, atu_s=600.0, speed=1.0)}
+    bag = parse_runtimes("bimodal:1m,30m,0.05")  # a sample of a few dozen tasks often misses the long ones
+    stopped = 0
+    for seed in range(6):
+        sim = simulate(Config(MasterConfig(), clusters), 300, bag, seed,
+                       choice=Choice(schedule="cheapest", cushion=False, when_short="stop"))
+        report = sim.report()
+        if report["warnings"]:
+            stopped += 1
+            assert report["status"] == "incomplete" and report["reason"].startswith("stopped by --when-short stop")
+    assert stopped >= 1

@@ -77,7 +77,7 @@ class Driver(BaseDriver):
     def _release(self, a: c.Release) -> None:
         self.running.pop(a.machine, None)
 
-    @carries_out(c.Acquire, c.RecordResult, c.IgnoreResult, c.Finish, c.OfferOptions, c.WakeAt, c.Notify,
+    @carries_out(c.Acquire, c.RecordResult, c.IgnoreResult, c.Finish, c.OfferOptions, c.WakeAt, c.Notify, c.WarnShort,
                  c.AskOffers)
     def _noted(self, a: c.Action) -> None:
         """The test reads these from the returned actions."""

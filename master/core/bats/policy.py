@@ -71,9 +71,10 @@ import numpy as np
 from bats.common.config import ClusterConfig
 
 from ... import core as c
-from ..actions import Notify, OfferOptions, WakeAt
+from ..actions import Notify, OfferOptions, WakeAt, WarnShort
 from ..base import handles
-from ..events import ScheduleChosen
+from ..events import BudgetRaised, ScheduleChosen
+from ..option import Odds
 from ..planning.clusters import SHORT_ATU_S
 from ..planning.estimate import (
     REPLICATED_TASKS,
@@ -87,7 +88,7 @@ from ..planning.monitor import (
     Billing,
     TailEstimates,
 )
-from ..planning.odds import RuntimeModel, option_odds
+from ..planning.odds import MONITOR_REPLAYS, RuntimeModel, chance_within, fleet_of, option_odds, replay
 from ..planning.paid_time import with_machines_up
 from ..planning.planner import (
     LABELLED,
@@ -116,6 +117,7 @@ __all__ = [
 ]
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
+REARM = 0.05  # a warned run warns again only after its chance has come back this far above the threshold
 ODDS_ALL = 40  # up to this many options all get their odds; beyond, the ones a table shows (spread)
 NOTHING_LEFT = "nothing left to run: billed by the second, it would pay for waiting"
 NOTHING_LEFT_PAID = "nothing left to run: released at the end of its paid time"
@@ -126,6 +128,12 @@ NOTHING_LEFT_PAID = "nothing left to run: released at the end of its paid time"
 def _configuration(machines: dict[str, int]) -> tuple[tuple[str, int], ...]:
     """A configuration without its clusters of no machine, to compare two."""
     return tuple(sorted((name, n) for name, n in machines.items() if n))
+
+
+def _priced(option: Option, odds: Odds) -> Option:
+    """``option`` with its odds, its cushion the P99 cost above its budget (never less than the
+    rounding cushion of Theorem 1 the planner gave it)."""
+    return dataclasses.replace(option, odds=odds, cushion=max(option.cushion, odds.cost_p99 - option.budget, 0.0))
 
 
 class BatsCore(c.Core):
@@ -142,7 +150,8 @@ class BatsCore(c.Core):
                         cushion=self.cushion, cushion_accepted=self.cushion_accepted,
                         sampling_cost=self.sampling_cost, budget_up_front=self.settings.budget is not None,
                         reconfigurations=self.reconfigurations, plan_end=self.execution.plan_end,
-                        monitor_interval_s=self.settings.monitor_interval_s)
+                        monitor_interval_s=self.settings.monitor_interval_s,
+                        short=self.warnings[-1] if self.short_warned and self.warnings else None)
 
     def __init__(self, task_ids: Iterable[int], clusters: dict[str, ClusterConfig], rng: random.Random,
                  settings: BatsSettings, **kwargs: Any) -> None:
@@ -173,7 +182,10 @@ class BatsCore(c.Core):
         self.killed_paid_s = 0.0  # the paid seconds they had run
         # the odds' randomness: seeded from the run's RNG state without drawing from it, so the
         # run's own choices (replicated tasks, the GA) do not depend on how often odds are asked
-        self.odds_rng = np.random.default_rng(abs(hash(rng.getstate())))
+        self.odds_rng = np.random.default_rng(list(rng.getstate()[1]))
+        self.warnings: list[dict[str, float]] = []  # every early warning (WarnShort), for the report
+        self.short_warned = False  # the last check found the chance below the threshold
+        self.raised = 0.0  # money the operator added to the budget after a warning
 
     def _enter(self, phase: str) -> None:
         """The one place the phase changes: sampling, then offering, then executing."""
@@ -391,8 +403,7 @@ class BatsCore(c.Core):
             return [self._stop("no cluster can run the remaining tasks")]
         self._enter(OFFERING)
         if self.settings.budget is not None:  # implicit sampling: the operator chose already
-            option = planner.schedule_within(max(0.0, self._money_left(now)), label="budget",
-                                             max_raise=self.settings.max_raise)
+            option = self._within(planner, max(0.0, self._money_left(now)))
             if option is None:
                 return [Notify("the budget left cannot pay for the remaining tasks on any configuration; "
                                "running what it pays for"),
@@ -439,10 +450,8 @@ class BatsCore(c.Core):
             front = ga_front(planner.clusters, planner.n_tasks, self.rng.getrandbits(64),
                              max_machines=self.max_machines)
         options = planner.options(self.settings.max_raise, front=front)
-        upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
         paid, boot, longest = self._paid_left(self._now), self._boot_times(), self._longest()
-        made = shown([with_machines_up(with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot,
-                                       longest) for o in options])
+        made = shown([with_machines_up(o, planner.clusters, planner.n_tasks, paid, boot, longest) for o in options])
         for option in list(made):  # what each option runs with its cushion declined is a row of its own
             row = self._declined(option, planner)
             if row is None:
@@ -455,8 +464,13 @@ class BatsCore(c.Core):
             budget = min(twin.budget, row.budget)
             made[same] = dataclasses.replace(twin, also=(*twin.also, row.label), budget=budget,
                                              cushion=max(0.0, twin.budget + twin.cushion - budget))
-        # the odds of every row (the ids numbered first), then the rows marked again by them
-        return shown(self._with_odds(shown(made), planner))
+        # the odds of every row (the ids numbered first): its cushion the P99 cost above its budget;
+        # a row without odds (beyond those a table shows) has the cushion of the upper means
+        made = self._with_odds(shown(made), planner)
+        if any(o.odds is None for o in made):
+            upper = self._upper_planner(planner.n_tasks)
+            made = [o if o.odds is not None else with_estimate_cushion(o, upper) for o in made]
+        return shown(made)  # the rows marked again by their odds
 
     def _declined(self, option: Option, planner: Planner) -> Option | None:
         """The row ``option`` runs when the operator declines its cushion, None when it runs as shown.
@@ -510,9 +524,70 @@ class BatsCore(c.Core):
         model, ratio = fitted
         wanted = {o.id for o in (options if len(options) <= ODDS_ALL else spread(options))}
         paid, boot = self._paid_left(self._now), self._boot_times()
-        return [dataclasses.replace(o, odds=option_odds(o, planner.clusters, planner.n_tasks, model, ratio,
-                                                        self.odds_rng, paid_left=paid, boot_s=boot))
+        running, busy = self._running_up(self._now, ratio)
+        fresh = max(0, planner.n_tasks - busy)  # the tasks running end on their machines first
+        return [_priced(o, option_odds(o, planner.clusters, fresh, model, ratio, self.odds_rng,
+                                       paid_left=paid, boot_s=boot, running=running))
                 if o.id in wanted else o for o in options]
+
+    def _fastest_keeping(self, planner: Planner, money: float) -> Option | None:
+        """The fastest configuration whose P99 cost fits ``money`` (and whose expected cost, the
+        planner's, which the budget ceiling keeps to), as a "budget" option of that budget (no
+        cushion: the P99 fits), with its odds; None when none fits or there are no odds.
+        The Pareto configurations are tried by a bisection over their makespans (a faster one
+        costs more), each replayed on the same random draws so that they compare alike."""
+        fitted = self.odds_model(self._now)
+        if fitted is None or money <= 0:
+            return None
+        model, ratio = fitted
+        paid, boot, longest = self._paid_left(self._now), self._boot_times(), self._longest()
+        running, busy = self._running_up(self._now, ratio)
+        fresh = max(0, planner.n_tasks - busy)
+        candidates = []
+        for estimate in planner.pareto():
+            if estimate.cost > money + 1e-9:  # the ceiling keeps to the planner's figures: it must fit too
+                continue
+            option = Option(0, "budget", estimate.machines, estimate.makespan_s, estimate.makespan_atu, estimate.cost,
+                            0.0, money, estimate.delta_n, "", True)
+            candidates.append(with_machines_up(option, planner.clusters, planner.n_tasks, paid, boot, longest))
+        candidates.sort(key=lambda o: (o.makespan_s, o.cost))
+        seed = int(self.odds_rng.integers(2**63))
+        tried: dict[int, Option] = {}
+
+        def priced(i: int) -> Option:
+            if i not in tried:
+                tried[i] = dataclasses.replace(candidates[i], odds=option_odds(
+                    candidates[i], planner.clusters, fresh, model, ratio, np.random.default_rng(seed),
+                    paid_left=paid, boot_s=boot, running=running))
+            return tried[i]
+
+        def fits(i: int) -> bool:
+            odds = priced(i).odds
+            return odds is not None and odds.cost_p99 <= money + 1e-9
+
+        lo, hi = 0, len(candidates)  # the first index that fits lies in [lo, hi)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo >= len(candidates) or not fits(lo):
+            return None
+        return priced(lo)
+
+    def _within(self, planner: Planner, money: float) -> Option | None:
+        """A budget's option: the fastest configuration whose P99 cost fits ``money``; when none
+        does, the fastest whose expected cost fits (dN refined), its cushion the P99 above it."""
+        option = self._fastest_keeping(planner, money)
+        if option is not None:
+            return option
+        option = planner.schedule_within(money, label="budget", max_raise=self.settings.max_raise)
+        if option is None:
+            return None
+        option = with_machines_up(option, planner.clusters, planner.n_tasks, self._paid_left(self._now),
+                                  self._boot_times(), self._longest())
+        return self._with_odds([option], planner)[0]
 
     def _longest(self) -> dict[str, float]:
         """Each cluster's longest sampled runtime (its complete sample set's)."""
@@ -536,6 +611,20 @@ class BatsCore(c.Core):
                 continue  # let go in this very event (its edge is within the margin): no option keeps it
             left.setdefault(m.cluster, []).append(max(0.0, until - now))
         return left
+
+    def _running_up(self, now: float, ratio: dict[str, float]) -> tuple[dict[str, list[list[float]]], int]:
+        """Per cluster, for each machine of :meth:`_paid_left` (same order), the elapsed times of the
+        tasks it runs on the odds' scale; and how many tasks run in all."""
+        running: dict[str, list[list[float]]] = {}
+        count = 0
+        for m in self.live_machines():
+            until = m.release_at if m.release_at is not None else self.execution.edge(m, now) - self.settings.release_margin_s
+            if until <= now + 1e-9 and self.phase != EXECUTING:
+                continue
+            elapsed = [(now - t) / ratio.get(m.cluster, 1.0) for t in m.started]
+            running.setdefault(m.cluster, []).append(elapsed)
+            count += len(elapsed)
+        return running, count
 
     def _plan_planner(self, n_tasks: int) -> Planner:
         """The planner the options come from: each mean at its one-sided ``plan_confidence`` bound."""
@@ -601,10 +690,7 @@ class BatsCore(c.Core):
         """The fastest configuration for the tasks planned whose cost fits ``budget`` (dN refined)."""
         assert self.tasks_at_plan is not None
         planner = self._plan_planner(self.tasks_at_plan)
-        option = planner.schedule_within(budget, label="budget", max_raise=self.settings.max_raise)
-        if option is not None:
-            option = with_machines_up(option, planner.clusters, planner.n_tasks, self._paid_left(self._now),
-                                      self._boot_times(), self._longest())
+        option = self._within(planner, budget)
         if option is None:
             cheapest = min(o.budget for o in self.options)
             raise ValueError(f"a budget of {budget:g} pays for no configuration (the cheapest needs {cheapest:g})")
@@ -680,10 +766,7 @@ class BatsCore(c.Core):
         if schedules:
             new = next((o for o in options if schedules & {o.label, *o.also}), None)
         elif option.label == "budget":
-            new = planner.schedule_within(option.budget, label="budget", max_raise=self.settings.max_raise)
-            if new is not None:
-                new = with_machines_up(new, planner.clusters, planner.n_tasks, self._paid_left(self._now),
-                                       self._boot_times(), self._longest())
+            new = self._within(planner, option.budget)
         else:
             new = next((o for o in options if o.machines == option.machines), None)
             if new is None:
@@ -695,6 +778,8 @@ class BatsCore(c.Core):
                     self._paid_left(self._now), self._boot_times(), self._longest())
         if new is None:
             return option, []
+        if new.odds is None:
+            new = self._with_odds([new], planner)[0]
         self.options, self.tasks_at_plan = options, self.remaining
         self.plan_estimates = {p.name: (p.mean_s, self._stats(p.name, self._now).sd_s) for p in planner.clusters}
         label = option.label if option.id == 0 else f"option {option.id} ({option.label})"
@@ -712,8 +797,87 @@ class BatsCore(c.Core):
         return self.execution.start(now, option, cushion_accepted, keep_budget=keep_budget)
 
     def _monitor(self, now: float) -> list[c.Action]:
-        """The plan's check every monitoring interval (a policy of its own overrides it)."""
-        return self.execution.monitor(now)
+        """The plan's check every monitoring interval (a policy of its own overrides it), then the
+        early warning's."""
+        actions = self.execution.monitor(now)
+        if self.finished is None:
+            actions.extend(self.check_odds(now))
+        return actions
+
+    def chance_of_finishing(self, now: float, replays: int = MONITOR_REPLAYS) -> tuple[float, float, float] | None:
+        """(chance, needed, money left): the share of replays of the tasks not started yet, on the
+        machines the run keeps (their running tasks, their paid time) and those it waits for, that
+        end within the money left, and the money that would bring that share to the threshold.
+        None without a budget or estimates."""
+        if self.budget is None or not self.estimates:
+            return None
+        fitted = self.odds_model(now)
+        if fitted is None:
+            return None
+        model, ratio = fitted
+        money = self._money_left(now)
+        counts: dict[str, int] = {}
+        paid: dict[str, list[float]] = {}
+        running: dict[str, list[list[float]]] = {}
+        # the machines kept first, then those marked for release: they take the tasks whose mean
+        # ends before it, and pay nothing more
+        machines = sorted(self.live_machines(), key=lambda m: m.release_at is not None)
+        for m in machines:
+            if m.release_at is None:
+                counts[m.cluster] = counts.get(m.cluster, 0) + 1
+                left = self.execution.edge(m, now) - now
+            else:
+                left = m.release_at - now
+            paid.setdefault(m.cluster, []).append(max(0.0, left))
+            running.setdefault(m.cluster, []).append([(now - t) / ratio.get(m.cluster, 1.0) for t in m.started])
+        for name, n in self._requested.items():
+            if n > 0 and name in ratio:
+                counts[name] = counts.get(name, 0) + n
+        clusters = self._planner(max(1, self.remaining)).clusters
+        fleet = fleet_of(counts, clusters, ratio, paid, self._boot_times(), running, keep_first=True)
+        _makespan, cost = replay(fleet, self.execution._tasks_not_started(), model, self.odds_rng, replays)
+        chance = chance_within(cost, money)
+        threshold = self.settings.short_threshold
+        needed = max(0.0, float(np.quantile(cost, min(1.0, threshold), method="higher")) - money)
+        return chance, needed, money
+
+    def check_odds(self, now: float) -> list[c.Action]:
+        """The early warning (see :class:`BatsSettings.short_threshold`): once per fall below the
+        threshold, a :class:`WarnShort` with the money that would bring the chance back."""
+        threshold = self.settings.short_threshold
+        if threshold <= 0 or self.phase != EXECUTING or self.remaining <= 0:
+            return []
+        found = self.chance_of_finishing(now)
+        if found is None:
+            return []
+        chance, needed, money = found
+        if chance >= threshold:
+            if chance >= min(1.0, threshold + REARM):  # recovered for good, not by a replay's noise
+                self.short_warned = False
+            return []
+        if self.short_warned:
+            return []
+        self.short_warned = True
+        assert self.budget is not None
+        spent = self._spent_under_budget(now)
+        total = self.budget + self.cushion
+        self.warnings.append({"at_s": round(now - (self.started_at or 0.0), 3), "chance": round(chance, 4),
+                              "threshold": threshold, "needed": round(needed, 9), "spent": round(spent, 9),
+                              "money": round(total, 9)})
+        message = (f"the run may fall short of money: {100 * chance:.0f} % chance to end within the "
+                   f"{total:g}" + (" (budget + cushion)" if self.cushion else " budget")
+                   + f" ({spent:g} spent, {self.remaining} task(s) left); another {needed:g} would bring it "
+                   f"to {100 * threshold:.0f} %")
+        return [WarnShort(chance, threshold, needed, spent, total, message)]
+
+    @handles(BudgetRaised)
+    def _on_budget_raised(self, ev: BudgetRaised) -> list[c.Action]:
+        if self.budget is None or not (math.isfinite(ev.amount) and ev.amount > 0):
+            return []
+        self.execution.budget = self.budget + ev.amount
+        self.raised += ev.amount
+        self.short_warned = False  # the next check says whether it is enough
+        return [Notify(f"budget raised by {ev.amount:g} to {self.budget:g}"), *self.execution.enforce_budget(ev.now)]
 
     def _boot_times(self) -> dict[str, float]:
         """Each cluster's boot time: the median of its machines' (up - acquired) so far, or its
@@ -895,6 +1059,8 @@ class BatsCore(c.Core):
                                        for name, s in ((n, self._stats(n, now)) for n in self.estimates)}
         figures["tasks_at_plan"] = self.tasks_at_plan
         figures["reconfigurations"] = list(self.reconfigurations)
+        figures["warnings"] = list(self.warnings)
+        figures["budget_raised"] = self.raised
         figures["killed"] = {"tasks": self.killed, "paid_s": round(self.killed_paid_s, 6)}
         if self.remaining:
             figures["tasks"]["not_run_ids"] = self.not_run()

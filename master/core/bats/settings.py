@@ -49,6 +49,10 @@ class BatsSettings:
     # a run that would end late against the chosen makespan adds the machines that end it on time
     # with the money left, the accepted cushion included
     catch_up: bool = True
+    # the early warning: at every monitoring check the run replays the tasks left on its machines
+    # (planning/odds.py); when the share of replays that end within the money (budget + accepted
+    # cushion) falls below this, it warns once (WarnShort) until the chance recovers (0: never)
+    short_threshold: float = 0.9
     # cluster -> complete sample set an earlier session of the run measured (it stopped before a
     # choice): the run plans from it instead of sampling again
     prior_sample: dict[str, tuple[float, ...]] | None = None
@@ -68,6 +72,8 @@ class Choice:
     deadline: float | None = None  # --deadline: seconds from the start (policies "deadline" and "offers")
     speed_up: bool = True  # --no-speed-up turns it off
     catch_up: bool = True  # --no-catch-up turns it off
+    # --when-short: what an early warning (WarnShort) does where nobody can be asked: go on or stop
+    when_short: str = "continue"
 
     @property
     def decided(self) -> bool:

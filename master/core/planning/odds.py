@@ -44,6 +44,11 @@ execution does. The makespan is the last end among the tasks started; a machine 
 machine up pays the ATUs it begins past the time it has paid, a new one every ATU from its
 acquisition (its boot within). Everything is numpy over (replays x slots x draws).
 
+A bag too large for ``MAX_DRAWS`` numbers is replayed in bundles of k consecutive tasks of a
+slot, each bundle's runtime the sum of k draws by the central limit theorem (normal, with the
+replay's pool's mean and variance): the total work and its uncertainty stay, the end of the bag
+is coarser by one bundle.
+
 What the replay leaves out, on purpose: the execution's re-plans and the end-game's copies (both
 shorten a late run, so the makespan odds lean long), and the money a re-plan would spend on
 more machines (the ceiling keeps that within budget + cushion). ``tests/core/test_odds.py``
@@ -66,8 +71,8 @@ REPLAYS = 200  # replays per option: P99 is then the 2nd largest cost
 MONITOR_REPLAYS = 100  # replays of a check during the execution (P90 is what it asks)
 TAIL_CAP = 5.0  # an unseen value is at most this many times the longest value seen
 TAIL_K = 4  # the largest values the tail index is fitted to (fewer when the sample is smaller)
+MAX_DRAWS = 4_000_000  # numbers a replay draws at most (a larger bag is replayed in bundles of tasks)
 MIN_XI = 0.05  # the tail index is drawn no lower: the next value is not taken to equal the largest
-_SAFETY = 1.5  # each slot draws this many times its share of the tasks (more if that falls short)
 
 
 @dataclass(frozen=True)
@@ -126,8 +131,10 @@ class RuntimeModel:
 
     def draw(self, rng: np.random.Generator, pools: np.ndarray, xi: np.ndarray, size: int) -> np.ndarray:
         """``size`` task runtimes per replay from its pool: (replays, size)."""
-        picks = rng.integers(0, pools.shape[1], size=(pools.shape[0], size))
-        runtimes = np.take_along_axis(pools, picks, axis=1)
+        replays, width = pools.shape
+        picks = rng.integers(0, width, size=(replays, size))
+        picks += (np.arange(replays) * width)[:, None]
+        runtimes = pools.ravel()[picks]
         unseen = np.isnan(runtimes)
         if unseen.any():
             rows = np.nonzero(unseen)[0]
@@ -173,11 +180,13 @@ class Fleet:
 
 def fleet_of(machines: Mapping[str, int], clusters: Sequence[ClusterPlan], ratio: Mapping[str, float],
              paid_left: Mapping[str, Sequence[float]] | None = None, boot_s: Mapping[str, float] | None = None,
-             running: Mapping[str, Sequence[Sequence[float]]] | None = None) -> Fleet:
+             running: Mapping[str, Sequence[Sequence[float]]] | None = None, keep_first: bool = False) -> Fleet:
     """The fleet of configuration ``machines``: per cluster it keeps the machines up with the most
     paid time left (``paid_left``), adds new ones that start after the cluster's boot, and lets
     the other machines up work until their paid time ends. ``running``: per cluster, per machine
-    up (in the order of ``paid_left``), the reference-scale elapsed times of its running tasks."""
+    up (in the order of ``paid_left``), the reference-scale elapsed times of its running tasks.
+    ``keep_first``: the machines kept are the first ones of ``paid_left`` (the run's own choice),
+    not those with the most paid time left."""
     paid_left = paid_left or {}
     boot_s = boot_s or {}
     running = running or {}
@@ -187,7 +196,7 @@ def fleet_of(machines: Mapping[str, int], clusters: Sequence[ClusterPlan], ratio
         a = int(machines.get(c.name, 0))
         lefts = list(paid_left.get(c.name, ()))
         busy = list(running.get(c.name, ()))
-        order = sorted(range(len(lefts)), key=lambda i: -lefts[i])
+        order = list(range(len(lefts))) if keep_first else sorted(range(len(lefts)), key=lambda i: -lefts[i])
         r = float(ratio.get(c.name, 1.0))
         for rank, i in enumerate(order):
             keep = rank < a
@@ -234,38 +243,77 @@ def replay(fleet: Fleet, n_tasks: int, model: RuntimeModel, rng: np.random.Gener
         return makespan, _cost(fleet, ends, busy[None, :].repeat(replays, 0), replays)
     speed = np.where(working, 1.0 / np.maximum(fleet.mean_s, 1e-12), 0.0)
     share = speed / speed.sum()
-    draws = int(min(n_tasks, math.ceil(_SAFETY * n_tasks * share.max()) + 16))
+    # the slots in groups of one cluster (one mean, kept or let go), each drawing as many runtimes
+    # as its share of the bag is likely to need (more when that falls short)
+    keys = np.stack([fleet.mean_s, fleet.ratio, np.isinf(fleet.limit_s)], axis=1)
+    _unique, group_of = np.unique(keys, axis=0, return_inverse=True)
+    groups = [np.nonzero(group_of.ravel() == g)[0] for g in range(group_of.max() + 1)]
+    groups.sort(key=lambda idx: idx[0])  # in slot order: the fastest slots first
+    draws = []
+    for idx in groups:
+        if working[idx[0]]:
+            expected = n_tasks * float(share[idx[0]])
+        else:  # a slot let go takes tasks while their mean fits before its release
+            expected = float(np.max(fleet.limit_s[idx] / np.maximum(fleet.mean_s[idx], 1e-12)))
+        draws.append(int(min(n_tasks, math.ceil(1.2 * expected + 3.0 * math.sqrt(expected) + 4))))
+    # a large bag: each draw stands for ``bundle`` tasks in a row, its runtime the sum of that many
+    # draws (normal by the central limit, with the replay's own pool's mean and variance), so the
+    # arrays stay within MAX_DRAWS numbers whatever the bag's size
+    bundle = max(1, math.ceil(replays * sum(len(idx) * d for idx, d in zip(groups, draws)) / MAX_DRAWS))
+    if bundle > 1:
+        n_tasks = math.ceil(n_tasks / bundle)
+        draws = [max(4, math.ceil(d / bundle)) for d in draws]
+        filled = np.where(np.isnan(pools), model.top * _pareto(rng, np.repeat(xi[:, None], pools.shape[1], axis=1)),
+                          pools)
+        pool_mean, pool_sd = filled.mean(axis=1), filled.std(axis=1)
+
+    def runtimes_of(size: int) -> np.ndarray:
+        if bundle == 1:
+            return model.draw(rng, pools, xi, size)
+        z = rng.standard_normal((replays, size))
+        return np.maximum(0.0, bundle * pool_mean[:, None] + math.sqrt(bundle) * pool_sd[:, None] * z)
+
     while True:
-        runtimes = model.draw(rng, pools, xi, n_slots * draws).reshape(replays, n_slots, draws)
-        runtimes *= fleet.ratio[None, :, None]
-        ends = first_free[:, :, None] + np.cumsum(runtimes, axis=2)
-        starts = ends - runtimes
-        if not working.all():  # a slot let go takes only a task whose mean ends before its release
-            allowed = starts + fleet.mean_s[None, :, None] <= fleet.limit_s[None, :, None] + 1e-9
-            starts = np.where(allowed, starts, np.inf)
-        flat = starts.reshape(replays, -1)
+        parts = []
+        for idx, d in zip(groups, draws):
+            runtimes = runtimes_of(len(idx) * d).reshape(replays, len(idx), d)
+            runtimes *= fleet.ratio[idx][None, :, None]
+            ends = first_free[:, idx, None] + np.cumsum(runtimes, axis=2)
+            starts = ends - runtimes
+            if not working[idx[0]]:  # a slot let go takes only a task whose mean ends before its release
+                late = starts + fleet.mean_s[idx][None, :, None] > fleet.limit_s[idx][None, :, None] + 1e-9
+                starts[late] = np.inf
+            parts.append((starts, ends))
+        flat = np.concatenate([st.reshape(replays, -1) for st, _e in parts], axis=1)
         if flat.shape[1] < n_tasks:
             cut = np.full(replays, np.inf)
         else:
             cut = np.partition(flat, n_tasks - 1, axis=1)[:, n_tasks - 1]  # the N-th earliest start
-        taken = starts <= cut[:, None, None]
-        extra = taken.reshape(replays, -1).sum(axis=1) - n_tasks
-        if np.any(extra > 0):  # starts tied at the cut: keep the first ones in slot order, N in all
-            at_cut = (starts == cut[:, None, None]).reshape(replays, -1)
-            need = (at_cut.sum(axis=1) - extra)[:, None]
-            drop = at_cut & (np.cumsum(at_cut, axis=1) > need)
-            taken &= ~drop.reshape(starts.shape)
-        # a slot that used every draw might have taken more: draw again, twice as many
-        if draws < n_tasks and np.any(taken[:, :, -1] & np.isfinite(cut)[:, None]):
-            draws = min(n_tasks, 2 * draws)
-            continue
-        break
-    # ties at the cut can take a few more than N starts; they change nothing that matters here
-    last_end = np.where(taken, ends, -np.inf).max(axis=2)
-    used = taken.any(axis=2)
-    slot_end = np.where(used, last_end, np.where(busy[None, :], first_free, 0.0))
+        # a group whose slots used every draw might have taken more: it draws half as many again
+        short = [g for g, (st, _e) in enumerate(parts)
+                 if draws[g] < n_tasks and np.any(st[:, :, -1] <= cut[:, None])]
+        if not short:
+            break
+        for g in short:
+            draws[g] = min(n_tasks, math.ceil(1.5 * draws[g]))
+    taken_flat = flat <= cut[:, None]
+    extra = taken_flat.sum(axis=1) - n_tasks
+    if np.any(extra > 0):  # starts tied at the cut: keep the first ones in slot order, N in all
+        at_cut = flat == cut[:, None]
+        need = (at_cut.sum(axis=1) - extra)[:, None]
+        taken_flat &= ~(at_cut & (np.cumsum(at_cut, axis=1) > need))
+    slot_end = np.where(busy[None, :], first_free, 0.0)
+    used = np.repeat(busy[None, :], replays, axis=0)
+    offset = 0
+    for idx, (starts, ends) in zip(groups, parts):
+        size = starts.shape[1] * starts.shape[2]
+        taken = taken_flat[:, offset:offset + size].reshape(starts.shape)
+        offset += size
+        took = taken.any(axis=2)
+        slot_end[:, idx] = np.where(took, np.where(taken, ends, -np.inf).max(axis=2), slot_end[:, idx])
+        used[:, idx] |= took
     makespan = np.where(np.isfinite(cut), slot_end.max(axis=1), np.inf)
-    return makespan, _cost(fleet, slot_end, used | busy[None, :], replays)
+    return makespan, _cost(fleet, slot_end, used, replays)
 
 
 def _cost(fleet: Fleet, slot_end: np.ndarray, used: np.ndarray, replays: int) -> np.ndarray:
@@ -298,9 +346,10 @@ def summarize(makespan: np.ndarray, cost: np.ndarray) -> Odds:
 def option_odds(option: Option, clusters: Sequence[ClusterPlan], n_tasks: int, model: RuntimeModel,
                 ratio: Mapping[str, float], rng: np.random.Generator, *,
                 paid_left: Mapping[str, Sequence[float]] | None = None, boot_s: Mapping[str, float] | None = None,
-                replays: int = REPLAYS) -> Odds:
-    """The odds of ``option``'s configuration for ``n_tasks`` tasks (see :func:`fleet_of`)."""
-    fleet = fleet_of(option.machines, clusters, ratio, paid_left, boot_s)
+                running: Mapping[str, Sequence[Sequence[float]]] | None = None, replays: int = REPLAYS) -> Odds:
+    """The odds of ``option``'s configuration for ``n_tasks`` tasks not started yet, besides the
+    ones ``running`` on the machines up (see :func:`fleet_of`)."""
+    fleet = fleet_of(option.machines, clusters, ratio, paid_left, boot_s, running)
     return odds_of(fleet, n_tasks, model, rng, replays)
 
 
