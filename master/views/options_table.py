@@ -12,8 +12,8 @@ several of the paper's labels produced shows them all ("fastest-20%, +20%"), and
 "cheapest (no cushion)" is what the cheapest option runs when its cushion is declined. ``cost`` is what the configuration
 is estimated to cost, ``budget`` what its execution is held to (a schedule's budget, which may be
 below its cost when its budget was raised for the rounding problem; a Pareto point's is its cost),
-``cushion`` what it may spend beyond the budget when the operator accepts it (the P99 cost above
-the budget, or the rounding problem's, whichever is more). When the options state their odds
+``cushion`` what it may spend beyond the budget when the operator accepts it (at least the P99
+cost above the budget, never less than the rounding problem's and the estimate's error's). When the options state their odds
 (:mod:`bats.master.core.planning.odds`), two more columns give the makespan's P50/P90 and the
 cost's P50/P99 over the replays of each plan ("-" for an option without them). When some option
 costs less than the one labelled ``cheapest`` (the paper's B_min1 schedule is the fastest

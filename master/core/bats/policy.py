@@ -131,8 +131,8 @@ def _configuration(machines: dict[str, int]) -> tuple[tuple[str, int], ...]:
 
 
 def _priced(option: Option, odds: Odds) -> Option:
-    """``option`` with its odds, its cushion the P99 cost above its budget (never less than the
-    rounding cushion of Theorem 1 the planner gave it)."""
+    """``option`` with its odds, its cushion at least the P99 cost above its budget (never less than
+    the cushion it had: Theorem 1's rounding and the room of the upper means)."""
     return dataclasses.replace(option, odds=odds, cushion=max(option.cushion, odds.cost_p99 - option.budget, 0.0))
 
 
@@ -450,8 +450,10 @@ class BatsCore(c.Core):
             front = ga_front(planner.clusters, planner.n_tasks, self.rng.getrandbits(64),
                              max_machines=self.max_machines)
         options = planner.options(self.settings.max_raise, front=front)
+        upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
         paid, boot, longest = self._paid_left(self._now), self._boot_times(), self._longest()
-        made = shown([with_machines_up(o, planner.clusters, planner.n_tasks, paid, boot, longest) for o in options])
+        made = shown([with_machines_up(with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot,
+                                       longest) for o in options])
         for option in list(made):  # what each option runs with its cushion declined is a row of its own
             row = self._declined(option, planner)
             if row is None:
@@ -464,13 +466,9 @@ class BatsCore(c.Core):
             budget = min(twin.budget, row.budget)
             made[same] = dataclasses.replace(twin, also=(*twin.also, row.label), budget=budget,
                                              cushion=max(0.0, twin.budget + twin.cushion - budget))
-        # the odds of every row (the ids numbered first): its cushion the P99 cost above its budget;
-        # a row without odds (beyond those a table shows) has the cushion of the upper means
-        made = self._with_odds(shown(made), planner)
-        if any(o.odds is None for o in made):
-            upper = self._upper_planner(planner.n_tasks)
-            made = [o if o.odds is not None else with_estimate_cushion(o, upper) for o in made]
-        return shown(made)  # the rows marked again by their odds
+        # the odds of every row (the ids numbered first): its cushion at least the P99 cost above its
+        # budget, never less than the room of the upper means (a P99 alone left heavy-tailed runs short)
+        return shown(self._with_odds(shown(made), planner))  # the rows marked again by their odds
 
     def _declined(self, option: Option, planner: Planner) -> Option | None:
         """The row ``option`` runs when the operator declines its cushion, None when it runs as shown.
