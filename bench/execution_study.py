@@ -415,9 +415,12 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
                              None if oracle is None or sim.mean_bias is None
                              else (oracle / planned - 1.0, actual / oracle - 1.0, *sim.mean_bias)))
         odds = selected.get("odds")
+        # the odds are of what the chosen configuration is billed from the choice on: the execution's
+        # cost (an up-front budget's sampling is apart here, as it is before its plan)
+        executed = report["cost"]["execution"]
         calibration.append((way, kind, incomplete, over,
                             None if not odds or actual is None else actual <= odds["makespan_p90_s"] * (1 + 1e-9),
-                            None if not odds else spent <= odds["cost_p99"] * (1 + 1e-9) + 1e-9))
+                            None if not odds else executed <= odds["cost_p99"] * (1 + 1e-9) + 1e-9))
         if budget > 0:  # the money: (way, cushion offered / budget, spent / budget, sampling / total)
             total = report["cost"]["total"]
             money.append((way, report.get("cushion", 0.0) / budget, spent / budget,
