@@ -77,8 +77,8 @@ reliability: $(STAMP)
 # (docs/execution-study.md) and per second or per minute (docs/execution-study-fine.md); a few
 # minutes on 2 cores (the full study's 500 pools: see docs/execution-study.md)
 execution-study: $(STAMP)
-	$(PY) bench/execution_study.py --pools 150 --max-tasks 3000 --out docs/execution-study.md
-	$(PY) bench/execution_study.py --pools 50 --max-tasks 1500 --billing fine --out docs/execution-study-fine.md
+	$(PY) bench/execution_study.py --pools 60 --max-tasks 3000 --out docs/execution-study.md
+	$(PY) bench/execution_study.py --pools 20 --max-tasks 1500 --billing fine --out docs/execution-study-fine.md
 
 # the worker alone for machine images: dist/bats_worker-VERSION-py3-none-any.whl, needing pyzmq, msgpack and
 # psutil only (deploy/worker-wheel/, deploy/README.md)
