@@ -205,8 +205,8 @@ ROUND_TWO = [
     "each could hold 16 frames of up to 1 MiB (32 flooding peers before the cap: 65 MiB at the peak, the bag "
     "1.4× slower) | at most 64 from one address and 512 in all complete the handshake (the ZAP handler counts "
     "them from the socket's monitor); the rest are refused with ZAP's temporary status, so libzmq tries again "
-    "and an honest worker gets in when one leaves; after a connection was shut down for its budget, its address's "
-    "handshakes are refused for 2 s; one without a hello after 30 s is shut down (`shutdown(2)` on "
+    "and an honest worker gets in when one leaves; the client key of a connection shut down for its budget "
+    "waits 2 s before a new handshake; one without a hello after 30 s is shut down (`shutdown(2)` on "
     "its descriptor: ZeroMQ has no call that drops one peer of a ROUTER) | `tests/server/test_flood.py`, "
     "`tests/server/test_door.py` |",
     "| a state dir made first by another user (mode 0777, `master.lock` linked to an operator's file, `logs` "

@@ -18,11 +18,10 @@ in once a seat frees). A connection that stays ``HELLO_WITHIN_S`` without an adm
 sent more before its hello than its budget allows (:meth:`Door.evict`), is shut down under libzmq
 (``shutdown(2)`` on its descriptor, after checking that the descriptor still belongs to the same
 peer address and port): ZeroMQ has no call that drops one peer of a ROUTER, and this is one. A
-worker whose connection is shut down reconnects on its own and says hello again. After a connection
-from an address was shut down for its budget, new handshakes from that address are refused (the
-same temporary status) for ``PENALTY_S``: a flooder reconnecting at once would otherwise make the
-master decrypt a fresh burst of large frames every time; a worker behind the same address that
-(re)connects meanwhile waits that long.
+worker whose connection is shut down reconnects on its own and says hello again. The client key of a
+connection shut down for its budget is refused a new handshake (the same temporary status) for
+``PENALTY_S``: libzmq reconnects with the same key at once, and each reconnect of a flooder made the
+master decrypt a fresh burst of large frames (an attacker can make new keys, at its own cost).
 
 With ``--insecure`` there is no ZAP and no door (the master then listens on loopback only).
 """
@@ -44,7 +43,7 @@ log = logging.getLogger(__name__)
 
 PER_ADDRESS = 64  # connections without a hello from one address (workers behind one NAT share one)
 TOTAL = 512  # and from all addresses together
-PENALTY_S = 2.0  # handshakes from an address refused after one of its connections was shut down
+PENALTY_S = 2.0  # a client key whose connection was shut down for its budget waits this long
 HELLO_WITHIN_S = 30.0  # a connection gets this long to be admitted (a worker waiting for its seat is
 # shut down and reconnects: harmless)
 _EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED
@@ -74,7 +73,7 @@ class Door:
         self._open: dict[int, _Connection] = {}
         self._waiting: dict[str, int] = {}  # address -> connections not admitted
         self._evict: list[int] = []  # descriptors the master asked to shut down
-        self._penalty: dict[str, float] = {}  # address -> until when its handshakes are refused
+        self._penalty: dict[str, float] = {}  # client key (Z85) -> until when its handshakes are refused
         self.refused = 0  # handshakes refused so far
         self.shut = 0  # connections shut down so far
 
@@ -107,27 +106,31 @@ class Door:
                 conn.admitted = True
                 self._left(conn.address)
 
-    def evict(self, fd: int) -> None:
+    def evict(self, fd: int, key: str | None, now: float) -> None:
         """Shut the connection behind ``fd`` down (if it is still one not admitted), from the
-        keeper's thread: it spent its budget before a hello."""
+        keeper's thread: it spent its budget before a hello. Its client ``key`` waits ``PENALTY_S``."""
         with self._lock:
             conn = self._open.get(fd)
             if conn is not None and not conn.admitted:
                 self._evict.append(fd)
+                if key:
+                    if len(self._penalty) > 4096:  # keys whose wait is over are forgotten
+                        self._penalty = {k: t for k, t in self._penalty.items() if t > now}
+                    self._penalty[key] = now + PENALTY_S
 
     def waiting(self, address: str | None = None) -> int:
         with self._lock:
             return self._waiting.get(address, 0) if address is not None else sum(self._waiting.values())
 
-    def refuses(self, address: str, now: float) -> str | None:
-        """Why a new handshake from ``address`` is refused, or None. The connection asking is
-        already counted (its ``EVENT_ACCEPTED`` comes before its handshake)."""
+    def refuses(self, address: str, now: float, key: str = "") -> str | None:
+        """Why a new handshake from ``address`` with client ``key`` is refused, or None. The
+        connection asking is already counted (its ``EVENT_ACCEPTED`` comes before its handshake)."""
         with self._lock:
             here = self._waiting.get(address, 0)
             everywhere = sum(self._waiting.values())
-            penalty = self._penalty.get(address)
+            penalty = self._penalty.get(key)
         if penalty is not None and now < penalty:
-            reason = f"a connection from {address} sent past its budget before hello {PENALTY_S:g} s ago or less"
+            reason = f"a connection with this key from {address} sent past its budget before hello"
         elif here > self.per_address:
             reason = f"more than {self.per_address} connections from {address} without a hello"
         elif everywhere > self.total:
@@ -143,11 +146,6 @@ class Door:
         with self._lock:
             fds = set(self._evict)
             self._evict.clear()
-            for fd in fds:
-                if fd in self._open and self._open[fd].address:
-                    self._penalty[self._open[fd].address] = now + PENALTY_S
-            if len(self._penalty) > 4096:  # addresses whose penalty is over are forgotten
-                self._penalty = {a: t for a, t in self._penalty.items() if t > now}
             fds.update(fd for fd, conn in self._open.items()
                        if not conn.admitted and now - conn.opened > HELLO_WITHIN_S)
             return [(fd, self._open[fd].address, self._open[fd].port) for fd in fds if fd in self._open]
@@ -277,9 +275,10 @@ class DoorKeeper(threading.Thread):
         if len(request) < 7 or request[0] != b"1.0" or request[5] != b"CURVE" or len(request[6]) != 32:
             return [b"1.0", request[1] if len(request) > 1 else b"", b"400", b"only CURVE is spoken here", b"", b""]
         address = request[3].decode("ascii", "replace")
-        reason = self.door.refuses(address, time.monotonic())
+        key = z85.encode(request[6]).decode("ascii")
+        reason = self.door.refuses(address, time.monotonic(), key)
         if reason is not None:
             if self.door.refused <= 10 or self.door.refused % 1000 == 0:
                 log.warning("handshake refused: %s (%d refused so far)", reason, self.door.refused)
             return [b"1.0", request[1], b"300", reason.encode()[:200], b"", b""]
-        return [b"1.0", request[1], b"200", b"OK", z85.encode(request[6]), b""]
+        return [b"1.0", request[1], b"200", b"OK", key.encode("ascii"), b""]

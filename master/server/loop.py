@@ -459,7 +459,10 @@ class Server(Driver):
             return
         fd = self._frame.get(zmq.SRCFD)
         if fd >= 0:
-            self.door.admit(fd) if what == "admit" else self.door.evict(fd)
+            if what == "admit":
+                self.door.admit(fd)
+            else:
+                self.door.evict(fd, self._frame_key, time.monotonic())
 
     def _join(self, msg: dict) -> MachineHandle | None:
         """A worker no provisioner started (``manual``): its cluster's provisioner may seat it in one

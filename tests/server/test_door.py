@@ -42,19 +42,20 @@ def test_evicted_and_overdue_connections_are_shut_but_admitted_ones_never():
     door.opened(2, "10.0.0.1", 5002, 0.0)
     door.opened(3, "10.0.0.1", 5003, 10.0)
     door.admit(2)
-    door.evict(3)
-    door.evict(2)  # admitted: not shut
+    door.evict(3, None, 1.0)
+    door.evict(2, None, 1.0)  # admitted: not shut
     assert door.to_shut(1.0) == [(3, "10.0.0.1", 5003)]
     assert door.to_shut(2.0) == []  # asked once
     assert door.to_shut(HELLO_WITHIN_S + 1.0) == [(1, "10.0.0.1", 5001)]
 
 
-def test_an_address_whose_connection_was_shut_for_its_budget_waits_before_a_new_handshake():
+
+def test_a_key_whose_connection_was_shut_for_its_budget_waits_before_a_new_handshake():
     door = Door()
     door.opened(4, "10.0.0.9", 7000, 0.0)
-    door.evict(4)
+    door.evict(4, "K" * 40, 1.0)
     assert door.to_shut(1.0) == [(4, "10.0.0.9", 7000)]
     door.closed(4)
-    assert "sent past its budget" in door.refuses("10.0.0.9", 1.0 + PENALTY_S / 2)
-    assert door.refuses("10.0.0.8", 1.0) is None  # another address is not held up
-    assert door.refuses("10.0.0.9", 1.0 + PENALTY_S + 0.1) is None
+    assert "sent past its budget" in door.refuses("10.0.0.9", 1.0 + PENALTY_S / 2, "K" * 40)
+    assert door.refuses("10.0.0.9", 1.0, "W" * 40) is None  # a worker's key from the same address is not
+    assert door.refuses("10.0.0.9", 1.0 + PENALTY_S + 0.1, "K" * 40) is None
