@@ -148,6 +148,7 @@ fi
 
 PLACEHOLDERS = ("command", "install", "machine", "cluster", "run", "master")
 _EXEC_LINE = re.compile(r"^([ \t]*)exec \$\{command\}[ \t]*$", re.MULTILINE)
+_EXPORT_LINE = re.compile(r"^[ \t]*(BATS_[A-Z_]+)=(.*); export \1[ \t]*$")  # what render() puts before it
 
 
 @dataclass(frozen=True)
@@ -185,24 +186,30 @@ class UserData:
         if not _EXEC_LINE.search(self.template):
             raise ValueError(f"{self.source}: needs a line 'exec ${{command}}' that starts the worker")
 
-    def render(self, bootstrap: Bootstrap, handle: MachineHandle, command: list[str], install: str = "") -> str:
-        """The user data of one machine. The token goes in the environment of the worker, on a line
-        put before the template's ``exec ${command}`` line (the worker's command line, which every
-        user of the machine can read in ``ps``, carries none)."""
-        token_line = f"{TOKEN_ENV}={shlex.quote(handle.token)}; export {TOKEN_ENV}"
-        template = _EXEC_LINE.sub(lambda m: f"{m.group(1)}{token_line}\n{m.group(0)}", self.template)
+    def render(self, bootstrap: Bootstrap, handle: MachineHandle, command: list[str], install: str = "",
+               env: dict[str, str] | None = None) -> str:
+        """The user data of one machine. The token (and ``env``: other secrets, such as the signed
+        URLs of ``[files]``) goes in the environment of the worker, on lines put before the
+        template's ``exec ${command}`` line (the worker's command line, which every user of the
+        machine can read in ``ps``, carries none)."""
+        # "$$": the values are data, not placeholders (a signed policy may hold "${filename}")
+        lines = [f"{name}={shlex.quote(value)}; export {name}".replace("$", "$$")
+                 for name, value in {TOKEN_ENV: handle.token, **(env or {})}.items()]
+        template = _EXEC_LINE.sub(lambda m: "".join(f"{m.group(1)}{line}\n" for line in lines) + m.group(0),
+                                  self.template)
         return string.Template(template).substitute(
             command=shlex.join(command), install=install or ":", machine=handle.machine_id,
             cluster=handle.cluster, run=bootstrap.run_id, master=bootstrap.master_endpoint)
 
 
 def worker_environment(user_data: str) -> dict[str, str]:
-    """What a rendered user data puts in the worker's environment (its token)."""
+    """What a rendered user data puts in the worker's environment (its token, [files]' grant)."""
+    found: dict[str, str] = {}
     for line in user_data.splitlines():
-        if line.strip().startswith(f"{TOKEN_ENV}="):
-            value = line.strip().split(";", 1)[0][len(TOKEN_ENV) + 1:]
-            return {TOKEN_ENV: shlex.split(value)[0] if value else ""}
-    return {}
+        match = _EXPORT_LINE.match(line)
+        if match:
+            found[match.group(1)] = (shlex.split(match.group(2)) or [""])[0]
+    return found
 
 
 def worker_command(user_data: str) -> list[str] | None:

@@ -30,7 +30,13 @@ there is not sent again), each worker fetches them and runs the setup before it 
 each task's outputs to ``prefix/RUN/outputs/ID/`` before reporting the task
 (:mod:`bats.worker.s3files`), a failed setup shows in :meth:`~Ec2Provisioner.status` as a failed
 machine named in the log, and every release brings the outputs not yet fetched to
-``STATE_DIR/files/outputs``. The machines use their own credentials (an instance profile).
+``STATE_DIR/files/outputs``. The machines need neither AWS credentials nor boto3: at each launch the
+master signs, with its own credentials, the machine's URLs (:meth:`~Ec2Provisioner._files_grant`:
+GETs of the inputs and setup through a manifest at ``RUN/grants/ID.json``, a PUT of its
+``RUN/setup-failed/ID``, a POST policy held to ``RUN/outputs/`` and ``max_output``), good for
+``files_url_expiry`` (default and most: 7 days, what S3 honours), and hands them over in the
+machine's user data beside its token, never on its command line. The URLs are signed in the bucket's
+own region (asked with ``head_bucket``) at that region's endpoint.
 
 Every call to EC2 goes through :meth:`Ec2Provisioner._api`, so tests point it at moto's server
 (``endpoint_url``) or replace it with a stand-in that raises ``ClientError``.
@@ -75,6 +81,7 @@ SPOT_APIS = ("run_instances", "request_spot_instances")
 LAUNCH_THREADS = 8
 NOT_FOUND_GRACE_S = 120.0  # EC2 is eventually consistent: a new instance may be missing from answers
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+MAX_URL_EXPIRY_S = 7 * 86400.0  # the longest S3 honours a signature version 4 URL
 
 
 class Ec2Provisioner(Provisioner):
@@ -104,6 +111,7 @@ class Ec2Provisioner(Provisioner):
         "files_s3": ("str", None),  # [files]: where the inputs and outputs pass, "s3://bucket/prefix"
         "files_endpoint_url": ("str", None),  # another S3 endpoint (a test server, a private endpoint)
         "files_dir": ("str", "/var/tmp/bats-files"),  # [files]: the machines' files folder (one per machine)
+        "files_url_expiry": ("duration", MAX_URL_EXPIRY_S),  # [files]: how long a machine's signed URLs last
     }
     REQUIRES: ClassVar[dict[str, str]] = {"boto3": "bats[aws]"}
 
@@ -122,7 +130,9 @@ class Ec2Provisioner(Provisioner):
         self._states: tuple[float, dict[str, str]] = (-1e18, {})  # (monotonic time, instance id -> state)
         self.sleep = time.sleep  # tests make the backoff instant
         self._s3_client: Any = None
+        self._signer_client: Any = None
         self._staged: str | None = None  # [files]: the S3 folder the inputs were staged in
+        self._staged_set: tuple[str, str] = ("", "")  # [files]: (the set's hash, its folder's key)
         self._fetched: dict[str, str] = {}  # [files]: output key -> ETag brought back
         self._failures_seen: dict[str, str] = {}  # machine -> its setup failure, named in the log once
         self._failures_read_at = -1e18  # monotonic time of the last look for them
@@ -140,6 +150,10 @@ class Ec2Provisioner(Provisioner):
                 s3files.split_url(o["files_s3"])
             except ValueError as exc:
                 raise ValueError("files_s3", str(exc)) from None
+        expiry = o.get("files_url_expiry", MAX_URL_EXPIRY_S)
+        if not 60.0 <= expiry <= MAX_URL_EXPIRY_S:
+            raise ValueError("files_url_expiry", f"expected between 1m and 7d (S3 honours a signed URL 7 days "
+                                                 f"at most), got {expiry:g} s")
         if not all(isinstance(g, str) and g for g in o.get("security_groups") or []):
             raise ValueError("security_groups", "expected a list of security group ids")
         cloud.string_table(o.get("tags") or {}, "tags")
@@ -218,7 +232,8 @@ class Ec2Provisioner(Provisioner):
         extra += self._files_args(handle)
         argv = cloud.worker_argv(self.bootstrap, self.bootstrap_argv(handle, tuple(extra)),
                                  o.get("worker_command", "bats-worker"))
-        user_data = self.user_data.render(self.bootstrap, handle, argv, o.get("install", ""))
+        user_data = self.user_data.render(self.bootstrap, handle, argv, o.get("install", ""),
+                                          env=self._files_grant(handle))
         tags = [{"Key": k, "Value": v} for k, v in cloud.tags_for(self.bootstrap, handle, self.tags).items()]
         spec: dict[str, Any] = {"ImageId": o["image"], "InstanceType": o["instance_type"]}
         if o.get("key_name"):
@@ -448,18 +463,83 @@ class Ec2Provisioner(Provisioner):
             raise ProvisionerError(f"cluster {self.cluster.name}: staging the [files] inputs in "
                                    f"s3://{bucket}/{folder} failed: {exc}") from None
         self._staged = f"s3://{bucket}/{folder}"
+        self._staged_set = (wanted, folder)
 
     def _files_args(self, handle: MachineHandle) -> list[str]:
         """The worker's [files] flags: where its inputs are, where its outputs go, its folder."""
         if not self._files_used():
             return []
-        args = ["--files-from", self._staged or "", "--files-to", self._run_url(),
+        return ["--files-from", self._staged or "", "--files-to", self._run_url(),
                 "--files-dir", f"{self.opts.get('files_dir') or '/var/tmp/bats-files'}/{handle.machine_id}"]
-        if self.opts.get("files_endpoint_url"):
-            args += ["--files-endpoint", self.opts["files_endpoint_url"]]
-        if self.opts.get("region"):  # S3 in the cluster's region (boto3 on a machine does not read it from EC2)
-            args += ["--files-region", self.opts["region"]]
-        return args
+
+    def _signer(self) -> Any:
+        """The S3 client that signs the machines' URLs: signature version 4, in the bucket's own
+        region (a URL signed for another region is refused), at that region's endpoint."""
+        with self._client_lock:
+            if self._signer_client is not None:
+                return self._signer_client
+        import boto3
+        from botocore.config import Config
+
+        endpoint, region = self.opts.get("files_endpoint_url"), self.opts.get("region")
+        if not endpoint:
+            bucket, _prefix = self._where()
+            try:
+                answer = self._s3().head_bucket(Bucket=bucket)
+            except Exception as exc:  # a bucket elsewhere answers 301 with its region
+                answer = getattr(exc, "response", {})
+            region = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("x-amz-bucket-region") or region
+            if region:
+                endpoint = f"https://s3.{region}.amazonaws.com"
+        session = boto3.session.Session(profile_name=self.opts.get("profile"), region_name=region)
+        client = session.client("s3", endpoint_url=endpoint, config=Config(signature_version="s3v4"))
+        with self._client_lock:
+            self._signer_client = self._signer_client or client
+            return self._signer_client
+
+    def _files_grant(self, handle: MachineHandle) -> dict[str, str]:
+        """The machine's signed URLs (see :mod:`bats.worker.s3files`), for its environment: a GET of
+        its manifest (itself GETs of the inputs and the setup, put at ``RUN/grants/ID.json``), a PUT
+        of ``RUN/setup-failed/ID`` and a POST policy held to ``RUN/outputs/`` and ``max_output``
+        bytes a file, all good for ``files_url_expiry`` from now."""
+        files = self.bootstrap.files
+        if not self._files_used() or files is None:
+            return {}
+        import json
+
+        expiry = int(self.opts.get("files_url_expiry") or MAX_URL_EXPIRY_S)
+        bucket, prefix = self._where()
+        run = s3files.join_key(prefix, self.bootstrap.run_id)
+        signer = self._signer()
+
+        def get(key: str) -> str:
+            url: str = signer.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
+                                                     ExpiresIn=expiry)
+            return url
+
+        grant: dict[str, Any] = {"expires": int(time.time()) + expiry, "outputs": f"{run}/outputs/"}
+        wanted, folder = self._staged_set
+        if folder:
+            manifest = {"set": wanted, "setup": get(f"{folder}/{s3files.SETUP_KEY}") if files.setup else None,
+                        "inputs": {os.path.basename(p): get(f"{folder}/{os.path.basename(p)}") for p in files.inputs}}
+            key = f"{run}/grants/{handle.machine_id}.json"
+            try:
+                self._s3().put_object(Bucket=bucket, Key=key, Body=json.dumps(manifest).encode(),
+                                      ContentType="application/json")
+            except Exception as exc:
+                raise ProvisionerError(f"cluster {self.cluster.name}: writing s3://{bucket}/{key} failed: "
+                                       f"{exc}") from None
+            grant["manifest"] = get(key)
+        if files.setup:
+            grant["failed"] = signer.generate_presigned_url(
+                "put_object", Params={"Bucket": bucket, "Key": f"{run}/setup-failed/{handle.machine_id}"},
+                ExpiresIn=expiry)
+        if files.outputs:
+            # "${filename}": boto3 then holds the key to what comes before it (["starts-with", "$key", ...])
+            post = signer.generate_presigned_post(bucket, f"{run}/outputs/${{filename}}", ExpiresIn=expiry,
+                                                  Conditions=[["content-length-range", 0, files.max_output]])
+            grant["post"] = {"url": post["url"], "fields": {k: v for k, v in post["fields"].items() if k != "key"}}
+        return {s3files.GRANT_ENV: json.dumps(grant, separators=(",", ":"))}
 
     def _setup_failures(self, handles: list[MachineHandle]) -> dict[str, str]:
         """The machines among ``handles`` whose setup failed (they wrote ``RUN/setup-failed/ID``),

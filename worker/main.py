@@ -20,7 +20,8 @@ hello again, on a fresh socket, every ``JOIN_RETRY_S``.
 ``cancel`` (another copy of the task ended first on another machine) kills that attempt's process
 group, or drops it from the queue, sends no result and asks for a task in its place.
 ``--files-from``/``--files-to`` (a cloud machine's ``[files]``, :mod:`bats.worker.s3files`) fetch
-the inputs and run the setup before the first hello.
+the inputs and run the setup before the first hello, through the S3 URLs the master signed, which
+arrive in ``BATS_FILES_GRANT`` (popped from the environment like the token: tasks do not inherit it).
 A welcome naming a shell this machine lacks (``[master] shell``) makes the worker leave with a
 ``bye`` saying so, rather than fail every task with 127.
 ``--noop`` answers each task at once without running it (master benchmarks).
@@ -62,6 +63,7 @@ if TYPE_CHECKING:  # urllib and http.client come with --spot-notice only
 
 log = logging.getLogger("bats.worker")
 TOKEN_ENV = "BATS_TOKEN"  # how a provisioner hands a worker its one-time token (not on the command line)
+FILES_GRANT_ENV = "BATS_FILES_GRANT"  # [files] on a cloud machine: its signed S3 URLs (bats.worker.s3files)
 PARENT_ENV = "BATS_PARENT_PID"  # with --exit-with-parent: the master's pid, from the provisioner
 
 
@@ -585,12 +587,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spot-poll", type=_positive_duration, default=5.0, metavar="SECONDS",
                    help="how often to look for the notice (default 5)")
     p.add_argument("--files-from", metavar="S3_URL",
-                   help="[files] on a cloud machine: fetch the inputs (and setup) staged there before joining")
+                   help="[files] on a cloud machine: fetch the inputs (and setup) staged there before joining, "
+                        "through the URLs the master signed ($BATS_FILES_GRANT, never on the command line)")
     p.add_argument("--files-to", metavar="S3_URL", help="[files]: upload each task's outputs under this location")
     p.add_argument("--files-dir", metavar="DIR", default="/var/tmp/bats-files",
                    help="this machine's files folder, $BATS_FILES (default /var/tmp/bats-files)")
-    p.add_argument("--files-endpoint", metavar="URL", help="another S3 endpoint (a test server, a private endpoint)")
-    p.add_argument("--files-region", metavar="REGION", help="the S3 bucket's region (default: boto3's)")
     p.add_argument("--log-level", default="WARNING", type=str.upper,
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], help="default WARNING")
     return p
@@ -601,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     token = os.environ.pop(TOKEN_ENV, "")  # popped: the tasks this worker runs do not inherit it
+    grant = os.environ.pop(FILES_GRANT_ENV, "")  # [files]' signed URLs: a secret too
     if args.token_file:
         try:
             with open(args.token_file, encoding="utf-8") as f:
@@ -622,11 +624,10 @@ def main(argv: list[str] | None = None) -> int:
         reap_detached=reaper.become_subreaper(),
     )
     if args.files_from or args.files_to:  # before hello: a machine that cannot get its files never joins
-        from bats.worker import s3files  # boto3 only here
+        from bats.worker import s3files  # urllib only with [files]
 
         try:
-            s3files.prepare(args.files_from, args.files_to, args.files_dir, args.machine, args.files_endpoint,
-                            args.files_region)
+            s3files.prepare(args.files_from, args.files_to, args.files_dir, args.machine, grant)
         except s3files.FilesError as exc:
             log.error("%s", exc)
             return 1

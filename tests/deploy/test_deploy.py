@@ -36,6 +36,20 @@ def test_the_built_in_user_data_is_shell_that_starts_the_worker(tmp_path):
     assert text.startswith("#!/bin/sh\n") and DEFAULT_USER_DATA.count("${command}") == 1
 
 
+def test_secrets_beside_the_token_reach_the_worker_environment_as_written(tmp_path):
+    """[files]' grant rides beside the token: its "${filename}" and quotes are data, not placeholders."""
+    grant = '{"post":{"key":"p/r/outputs/${filename}"},"note":"it\'s $HOME"}'
+    for template in (UserData.load(None), UserData.load(str(DEPLOY / "cloud-init.yaml"))):
+        text = template.render(Bootstrap("tcp://10.0.0.5:5555", "run1"), MachineHandle("c-s1-1", "c", "t0k"), ARGV,
+                               env={"BATS_FILES_GRANT": grant})
+        assert worker_environment(text) == {"BATS_TOKEN": "t0k", "BATS_FILES_GRANT": grant}
+        assert grant not in " ".join(worker_command(text) or [])
+    script = tmp_path / "worker.sh"  # what the shell makes of the line: the value itself
+    line = next(x for x in text.splitlines() if "BATS_FILES_GRANT=" in x).strip()
+    script.write_text(f'{line}\nprintf %s "$BATS_FILES_GRANT"\n')
+    assert subprocess.run(["sh", str(script)], capture_output=True, text=True, check=True).stdout == grant
+
+
 def test_the_cloud_init_template_is_cloud_config_that_starts_the_worker():
     yaml = pytest.importorskip("yaml")
     text = render(UserData.load(str(DEPLOY / "cloud-init.yaml")), install="/opt/bats/bin/pip install 'bats==0.1.0'")

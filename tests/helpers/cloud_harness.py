@@ -77,13 +77,17 @@ def moto_fixture():
 class CloudPlayer:
     """Starts a real worker for each running instance and kills it when the instance goes."""
 
-    def __init__(self, moto: MotoServer, log_dir: Path, poll_s: float = 0.1) -> None:
+    def __init__(self, moto: MotoServer, log_dir: Path, poll_s: float = 0.1, bare: bool = False) -> None:
+        """``bare``: the workers run as on a machine without AWS credentials or boto3: no ``AWS_*``
+        variable in their environment, and ``import boto3``/``botocore`` fails in them."""
         self.ec2 = moto.client()
         self.log_dir = log_dir
         self.poll_s = poll_s
+        self.bare = bare
         self.workers: dict[str, subprocess.Popen] = {}  # instance id -> worker
         self.started_at: dict[str, float] = {}
         self.commands: dict[str, list[str]] = {}
+        self.environments: dict[str, dict[str, str]] = {}  # instance id -> its worker's environment
         self.killed: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cloud-player", daemon=True)
@@ -129,10 +133,14 @@ class CloudPlayer:
                     self.workers[iid] = subprocess.Popen(["true"])
                     continue
                 self.commands[iid] = argv
+                env = {**os.environ, **worker_environment(user_data)}
+                if self.bare:
+                    env = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+                    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self._no_boto()), env.get("PYTHONPATH")]))
+                self.environments[iid] = env
                 log = open(self.log_dir / f"{iid}.log", "ab")
                 self.workers[iid] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                                     start_new_session=True,
-                                                     env={**os.environ, **worker_environment(user_data)})
+                                                     start_new_session=True, env=env)
                 log.close()
                 self.started_at[iid] = time.monotonic()
             elif state in ("shutting-down", "terminated", "stopped") and iid in self.workers:
@@ -140,6 +148,15 @@ class CloudPlayer:
                 if proc.poll() is None:
                     self.killed.append(iid)
                     _kill(proc)
+
+
+    def _no_boto(self) -> Path:
+        """A folder that, first on PYTHONPATH, makes ``import boto3`` and ``import botocore`` fail."""
+        folder = self.log_dir / "no-boto"
+        for name in ("boto3", "botocore"):
+            (folder / name).mkdir(parents=True, exist_ok=True)
+            (folder / name / "__init__.py").write_text(f"raise ImportError('no {name} on this machine')\n")
+        return folder
 
 
 def _kill(proc: subprocess.Popen) -> None:
