@@ -81,6 +81,7 @@ SPOT_APIS = ("run_instances", "request_spot_instances")
 LAUNCH_THREADS = 8
 NOT_FOUND_GRACE_S = 120.0  # EC2 is eventually consistent: a new instance may be missing from answers
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+MAX_USER_DATA = 16384  # bytes EC2 takes, before its base64
 MAX_URL_EXPIRY_S = 7 * 86400.0  # the longest S3 honours a signature version 4 URL
 
 
@@ -234,6 +235,11 @@ class Ec2Provisioner(Provisioner):
                                  o.get("worker_command", "bats-worker"))
         user_data = self.user_data.render(self.bootstrap, handle, argv, o.get("install", ""),
                                           env=self._files_grant(handle))
+        if len(user_data.encode()) > MAX_USER_DATA:
+            raise ProvisionerError(f"cluster {self.cluster.name}: the user data of {handle.machine_id} is "
+                                   f"{len(user_data.encode())} bytes, over EC2's {MAX_USER_DATA} (a shorter "
+                                   "install or user_data template; [files]' signed URLs take about 6 KB with "
+                                   "temporary credentials)")
         tags = [{"Key": k, "Value": v} for k, v in cloud.tags_for(self.bootstrap, handle, self.tags).items()]
         spec: dict[str, Any] = {"ImageId": o["image"], "InstanceType": o["instance_type"]}
         if o.get("key_name"):

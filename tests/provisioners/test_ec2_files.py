@@ -300,3 +300,14 @@ def test_a_url_expiry_beyond_what_s3_honours_is_refused():
     with pytest.raises(ValueError, match="files_url_expiry"):
         Ec2Provisioner.check_config(ClusterConfig(name="c", provisioner="ec2", max=1, price=0.1, atu_s=3600.0,
                                                   options=opts))
+
+
+def test_user_data_over_ec2s_limit_is_refused_before_the_launch_saying_so(aws, tmp_path):
+    from bats.common.files import FilesConfig
+    from bats.provisioners.base import MachineHandle, ProvisionerError
+
+    p = provisioner(aws, tmp_path, FilesConfig(outputs=("out-{id}.txt",)), install="echo " + "x" * 16000)
+    p._stage_inputs()
+    with pytest.raises(ProvisionerError, match=r"^cluster c: the user data of c-s1-1 is \d+ bytes, over EC2's 16384"):
+        p._launch(MachineHandle(machine_id="c-s1-1", cluster="c", token="t0k"))
+    assert not aws.client().describe_instances()["Reservations"]
