@@ -499,6 +499,11 @@ class Ec2Provisioner(Provisioner):
                 endpoint = f"https://s3.{region}.amazonaws.com"
         session = boto3.session.Session(profile_name=self.opts.get("profile"), region_name=region)
         client = session.client("s3", endpoint_url=endpoint, config=Config(signature_version="s3v4"))
+        credentials = session.get_credentials()
+        if credentials is not None and credentials.get_frozen_credentials().token:
+            log.warning("cluster %s: the master's AWS credentials are temporary (%s): the URLs it signs for "
+                        "the machines' [files] stop working when those expire, which may come before "
+                        "files_url_expiry", self.cluster.name, credentials.method)
         with self._client_lock:
             self._signer_client = self._signer_client or client
             return self._signer_client

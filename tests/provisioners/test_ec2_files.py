@@ -311,3 +311,17 @@ def test_user_data_over_ec2s_limit_is_refused_before_the_launch_saying_so(aws, t
     with pytest.raises(ProvisionerError, match=r"^cluster c: the user data of c-s1-1 is \d+ bytes, over EC2's 16384"):
         p._launch(MachineHandle(machine_id="c-s1-1", cluster="c", token="t0k"))
     assert not aws.client().describe_instances()["Reservations"]
+
+
+def test_temporary_credentials_of_the_master_are_named_once_in_the_log(aws, tmp_path, caplog):
+    """URLs signed with a session token end with it: the operator is told (the fixture's keys have one)."""
+    from bats.common.files import FilesConfig
+    from bats.provisioners.base import MachineHandle
+
+    p = provisioner(aws, tmp_path, FilesConfig(outputs=("out-{id}.txt",)))
+    p._stage_inputs()
+    with caplog.at_level("WARNING", logger="bats.provisioners.ec2"):
+        for n in (1, 2):
+            assert p._files_grant(MachineHandle(machine_id=f"c-s1-{n}", cluster="c", token="t"))
+    said = [r.getMessage() for r in caplog.records if "temporary" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("cluster c: the master's AWS credentials are temporary (env)")
