@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, get_args
 
@@ -48,36 +49,55 @@ class EventLogError(Exception):
 
 
 _OUTPUT = ("stdout", "stderr")  # what TaskFinished and RecordResult carry that the log leaves out
-# per recorded type, its name and fields in order, each with whether it is task output (written empty)
-_FIELDS: dict[type, tuple[str, tuple[tuple[str, bool], ...]]] = {
-    cls: (name, tuple((f.name, cls in (TaskFinished, RecordResult) and f.name in _OUTPUT)
-                      for f in dataclasses.fields(cls)))
-    for name, cls in _TYPES.items()}
-_PLAIN = (str, int, float, bool, bytes, type(None))
 
 
-def encode(value: Any) -> Any:
-    """A dataclass of :data:`_TYPES` as ``[type, field, ...]``, recursively, task output written
-    empty; other values as they are. Once per event a run feeds its core, so it is a table lookup
-    per value, not ``dataclasses.fields``."""
-    kind = type(value)
-    if kind in _PLAIN:
-        return value
-    known = _FIELDS.get(kind)
-    if known is not None:
-        name, fields = known
-        return [name, *[b"" if output else encode(getattr(value, field)) for field, output in fields]]
-    if kind is list or kind is tuple:
-        return [encode(v) for v in value]
-    if kind is dict:
-        return {k: encode(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        raise TypeError(f"{kind.__name__} is not recorded in the events file")
-    return value
+def _flattener(name: str, cls: type) -> Callable[[Any], list[Any]]:
+    """For one recorded type, a function that gives an instance as ``[name, field, ...]`` (task
+    output written empty), its fields read by one ``attrgetter`` (a single C call)."""
+    fields = [f.name for f in dataclasses.fields(cls)]
+    output = cls in (TaskFinished, RecordResult)
+    if not fields:
+        return lambda _value: [name]
+    if len(fields) == 1:
+        one = operator.attrgetter(fields[0])
+        return lambda value: [name, one(value)]
+    get = operator.attrgetter(*fields)
+    if not output:
+        return lambda value: [name, *get(value)]
+    places = [index + 1 for index, field in enumerate(fields) if field in _OUTPUT]
+
+    def flat(value: Any) -> list[Any]:
+        row = [name, *get(value)]
+        for index in places:  # the output is left out (a reference was read, never a copy)
+            row[index] = b""
+        return row
+
+    return flat
+
+
+# per recorded type, how an instance is written; everything else is msgpack's own (a type neither
+# knows, an enum or a set, ends the log: see EventLog.record)
+_FLAT: dict[type, Callable[[Any], list[Any]]] = {cls: _flattener(name, cls) for name, cls in _TYPES.items()}
+
+
+def _default(value: Any) -> Any:
+    """msgpack's hook for a value it cannot pack itself: a dataclass of :data:`_TYPES` as ``[type,
+    field, ...]`` (its fields then packed the same way, recursively, by msgpack)."""
+    flat = _FLAT.get(type(value))
+    if flat is None:
+        raise TypeError(f"{type(value).__name__} is not recorded in the events file")
+    return flat(value)
+
+
+def _packer() -> msgpack.Packer:
+    """The events file's packer: plain values as msgpack packs them, the core's dataclasses through
+    :func:`_default`. Once per event a run feeds its core, so the walk over the values is msgpack's (in
+    C), with one Python call per dataclass."""
+    return msgpack.Packer(use_bin_type=True, default=_default)
 
 
 def decode(value: Any) -> Any:
-    """The inverse of :func:`encode` (msgpack arrays read as tuples)."""
+    """A record's value as it was before :func:`_default` flattened it (msgpack arrays read as tuples)."""
     if isinstance(value, tuple):
         if value and isinstance(value[0], str) and value[0] in _TYPES:
             cls = _TYPES[value[0]]
@@ -101,7 +121,7 @@ class EventLog:
     def __init__(self, path: Path, file: BinaryIO) -> None:
         self.path = path
         self._file: BinaryIO | None = file
-        self._packer = msgpack.Packer(use_bin_type=True)
+        self._packer = _packer()
         self._buffer: list[bytes] = []
 
     @classmethod
@@ -109,7 +129,7 @@ class EventLog:
         """Open the state dir's events file for appending and write the session's header."""
         path = Path(state_dir) / EVENTS_NAME
         log_ = cls(path, open(path, "ab"))  # noqa: SIM115 (kept open for the session)
-        log_._buffer.append(log_._packer.pack(["session", session, encode(settings)]))
+        log_._buffer.append(log_._packer.pack(["session", session, settings]))
         log_.flush()
         return log_
 
@@ -117,8 +137,7 @@ class EventLog:
         if self._file is None:
             return
         try:
-            record = ["event", encode(event), [encode(a) for a in actions]]
-            self._buffer.append(self._packer.pack(record))
+            self._buffer.append(self._packer.pack(("event", event, actions)))
         except (TypeError, ValueError) as exc:  # a type the log does not know: a diagnostic, never the run's end
             log.error("%s: event %s cannot be recorded (%s); the events log ends here", self.path,
                       type(event).__name__, exc)
