@@ -62,12 +62,15 @@ def _run(work: Path, bats_master: Path, args: list[str], pythonpath: Path | None
     state = Path(tempfile.mkdtemp(prefix="state-", dir=work))
     shutil.rmtree(state)
     env = dict(os.environ)
+    command = [str(bats_master)]
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
+        # the base's own entry point: the installed script's may not exist in its code
+        command = [str(bats_master.parent / "python"), "-m", "bats.master.cli"]
     try:
         t0 = time.perf_counter()
         with (work / "master.err").open("w") as err:
-            proc = subprocess.Popen([str(bats_master), "--quiet", "--state-dir", str(state), *args], env=env,
+            proc = subprocess.Popen([*command, "--quiet", "--state-dir", str(state), *args], env=env,
                                     stdout=subprocess.DEVNULL, stderr=err, cwd=work)
         if started is not None:
             started(state)

@@ -91,6 +91,7 @@ class Calls:
         self.max_backoff_s = max_backoff_s
         self._calls: list[_Call] = []
         self._abandoned: list[tuple[_Call, _Attempt]] = []  # attempts that timed out and may still return
+        self._answered = threading.Event()  # set by every attempt that returns: wakes wait()
 
     def submit(self, kind: str, cluster: str, fn: Callable[[], Any], *, context: Any = None,
                timeout_s: float = 60.0, attempts: int | None = DEFAULT_ATTEMPTS,
@@ -119,7 +120,7 @@ class Calls:
         clock = self.clock
         attempt = _Attempt(clock())
         call.current = attempt
-        fn, lock = call.fn, call.lock
+        fn, lock, answered = call.fn, call.lock, self._answered
 
         def run() -> None:
             try:
@@ -135,6 +136,7 @@ class Calls:
                 attempt.error = exc
             finally:
                 attempt.done.set()
+                answered.set()
 
         threading.Thread(target=run, name=f"bats-{call.kind}-{call.cluster}", daemon=True).start()
 
@@ -230,9 +232,12 @@ class Calls:
 
     def wait(self, deadline: float, sleep_s: float = 0.05) -> list[Outcome]:
         """Poll until every call is settled or ``deadline`` (the clock's time) passes; returns what
-        settled. Calls still open at the deadline are returned as failed."""
+        settled. Calls still open at the deadline are returned as failed. Between polls it waits
+        for an attempt to return, ``sleep_s`` at most (a retry may fall due meanwhile): the master's
+        exit waits for its releases, not for a fixed sleep after each."""
         settled: list[Outcome] = []
         while True:
+            self._answered.clear()  # before the poll: an attempt that returns after it wakes the wait below
             settled.extend(self.poll())
             if not self._calls:
                 return settled
@@ -246,7 +251,7 @@ class Calls:
                                                               call.attempts)))
                 self._calls = []
                 return settled
-            time.sleep(sleep_s)
+            self._answered.wait(sleep_s)
 
     def late_pending(self) -> bool:
         """Whether some timed-out attempt with a ``late`` callback may still return, or has returned
