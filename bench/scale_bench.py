@@ -8,15 +8,19 @@ recorded over the window from the first result to the last, as the emulators saw
 master's CPU per task and peak RSS (its report), the longest gap between two heartbeats of the
 master any machine saw, and false losses (machines the master released for any reason but the end
 of the bag, or told ``unknown``). *One machine*: the master's CPU per no-op task with 2 real no-op
-workers (a 20,000-task bag), its start-up (10 ``true``, whole command), its peak RSS at 200,000 no-op
-tasks, and 10,000 ``true`` on 2 workers beside ``xargs -P2`` and GNU ``parallel -j2`` (alternating
+workers (a 20,000-task bag) and its start-up (10 ``true``, whole command, wall and the process tree's
+CPU), each alternating with the code of :data:`BASE_COMMIT` (extracted by ``git archive``, first on
+``PYTHONPATH``), so that the ratio comes from one run on one load; its peak RSS at 200,000 no-op
+tasks; and 10,000 ``true`` on 2 workers beside ``xargs -P2`` and GNU ``parallel -j2`` (alternating
 order each repeat), wall time of each whole command.
 """
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import json
+import os
 import shutil
 import signal
 import socket
@@ -44,6 +48,21 @@ T_XARGS = 1.3  # BaTS at least this much faster than xargs -P2 on 10,000 true
 T_PARALLEL = 3.0  # ... and than GNU parallel -j2
 T_START_S = 0.6  # 10 true, whole command
 T_RSS_MIB = 80.0  # peak RSS at 200,000 tasks
+# the code before this round's cuts of the per-task and start-up costs, measured beside this tree
+BASE_COMMIT = "f7251fce07727d791528faba596f7a0fbe357e2b"
+
+
+def _base(work: Path, log: Callable[[str], None]) -> Path | None:
+    """``BASE_COMMIT``'s packages (see :mod:`attack_bench`), their bytecode written; None without git."""
+    from attack_bench import _base_tree
+
+    base = _base_tree(work, BASE_COMMIT)
+    if base is None:
+        log("scale: no git: the code before this round is not measured beside this tree")
+        return None
+    for folder in (base / "bats").iterdir():  # links to the extracted folders, which compileall does not follow
+        compileall.compile_dir(str(folder.resolve()), quiet=1)
+    return base
 
 
 def _free_port() -> int:
@@ -185,7 +204,8 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
         ("scale: false losses (every fleet)", fmt(losses, ","), "0", verdict(None if losses is None else losses == 0)),
     ]
 
-    # one machine: CPU per no-op task, start-up, RSS at 200k
+    # one machine: CPU per no-op task and start-up, each beside the code before this round's cuts
+    # (BASE_COMMIT, alternating), and RSS at 200k
     repeats = 1 if quick else 3
     cpu_tasks = 20_000
     noop_bag = work / "scale-noop.txt"
@@ -193,30 +213,66 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
     config = write_noop_config(work / "scale-noop.toml", 2)
     ten = work / "scale-ten.txt"
     ten.write_text("true\n" * 10)
-    cpus = []
-    for _ in range(repeats):  # the 10-task run's CPU is the fixed cost (imports, journal, workers' start)
-        small, r = run_bats(work, ten, ["--config", str(config)]), run_bats(work, noop_bag, ["--config", str(config)])
-        if r.ok and small.ok:
-            cpus.append((r.report["master"]["cpu_s"] - small.report["master"]["cpu_s"]) / (cpu_tasks - 10) * 1e6)
-    cpu = median(cpus)
-    starts = [r.wall_s for r in (run_bats(work, ten, []) for _ in range(5 if not quick else 2)) if r.ok]
-    start = median(starts)
+    base = _base(work, log)
+    trees: list[tuple[str, Path | None]] = [("this", None)] + ([("base", base)] if base is not None else [])
+    cpus: dict[str, list[float]] = {name: [] for name, _ in trees}
+    for rep in range(repeats):  # the 10-task run's CPU is the fixed cost (imports, journal, workers' start)
+        for name, tree in trees if rep % 2 == 0 else trees[::-1]:
+            small = run_bats(work, ten, ["--config", str(config)], base=tree)
+            r = run_bats(work, noop_bag, ["--config", str(config)], base=tree)
+            if r.ok and small.ok:
+                cpus[name].append((r.report["master"]["cpu_s"] - small.report["master"]["cpu_s"])
+                                  / (cpu_tasks - 10) * 1e6)
+    cpu = median(cpus["this"])
+    starts: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in trees}  # (wall, CPU of the tree)
+    for rep in range(5 if not quick else 2):
+        for name, tree in trees if rep % 2 == 0 else trees[::-1]:
+            run = run_bats(work, ten, [], base=tree)
+            if run.ok:
+                starts[name].append((run.wall_s, run.cpu_tree_s))
+    start = median([w for w, _c in starts["this"]])
     big_n = 20_000 if quick else 200_000
     big_bag = work / "scale-big.txt"
     big_bag.write_text("true\n" * big_n)
     big_run = run_bats(work, big_bag, ["--config", str(config)])
     rss = big_run.report["master"]["peak_rss_mib"] if big_run.ok else None
-    t += [f"One machine: master CPU per no-op task, 2 no-op workers, ({cpu_tasks:,}-task run − 10-task run) / "
-          f"{cpu_tasks - 10:,}: "
-          + ", ".join(f"{c:.1f}" for c in cpus) + f" µs (median {fmt(cpu, '.1f')}). Start-up, "
-          "`bats-master --bag` of 10 `true` (whole command, default local workers): "
-          + ", ".join(f"{s:.2f}" for s in starts) + f" s (median {fmt(start, '.2f')}). Peak RSS of the master at "
-          f"{big_n:,} no-op tasks on 2 workers: {fmt(rss, '.1f')} MiB.", ""]
+
+    def ratio(name: str, values: dict[str, list[float]]) -> float | None:
+        mine, theirs = median(values.get("this", [])), median(values.get(name, []))
+        return theirs / mine if mine and theirs else None
+
+    cpu_ratio = ratio("base", cpus)
+    start_walls = {name: [w for w, _c in v] for name, v in starts.items()}
+    start_cpus = {name: [c for _w, c in v] for name, v in starts.items()}
+    start_ratio, start_cpu_ratio = ratio("base", start_walls), ratio("base", start_cpus)
+    t += [f"One machine, this tree beside `{BASE_COMMIT[:10]}` (the code before the cuts of this round: the events "
+          "log's encoder, the master's and the local workers' exit, the wait for releases; extracted by `git "
+          "archive` and run first on `PYTHONPATH`, through its own `python -m bats.master.cli`), alternating; both "
+          "with their bytecode written first (`bench/run.py` compiles the installed packages before it times "
+          "anything, as an install from a wheel has them).", "",
+          f"Master CPU per no-op task, 2 no-op workers, ({cpu_tasks:,}-task run − 10-task run) / {cpu_tasks - 10:,}; "
+          f"start-up, `bats-master --bag` of 10 `true` (whole command, default local workers; the CPU is the "
+          "whole process tree's). Load average at the start of this part: "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}.", "",
+          "| code | CPU µs/task (each repeat) | median | start-up s (each) | median | start-up CPU s (median) |",
+          "|---|---|---|---|---|---|"]
+    for name, _tree in trees:
+        label = "this tree" if name == "this" else f"`{BASE_COMMIT[:10]}`"
+        t.append(f"| {label} | {', '.join(f'{c:.1f}' for c in cpus[name])} | {fmt(median(cpus[name]), '.1f')} "
+                 f"| {', '.join(f'{w:.2f}' for w in start_walls[name])} | {fmt(median(start_walls[name]), '.2f')} "
+                 f"| {fmt(median(start_cpus[name]), '.3f')} |")
+    t += ["", f"Base / this tree: CPU per task {fmt(cpu_ratio, '.2f', '×')}, start-up wall {fmt(start_ratio, '.2f', '×')}, "
+          f"start-up CPU {fmt(start_cpu_ratio, '.2f', '×')}. Peak RSS of the master at {big_n:,} no-op tasks on 2 "
+          f"workers: {fmt(rss, '.1f')} MiB.", ""]
     sec.summary += [
         ("scale: master CPU per no-op task, 2 workers", fmt(cpu, ".1f", " µs"), f"≤ {T_CPU_US:g} µs",
          verdict(None if cpu is None else cpu <= T_CPU_US)),
+        (f"scale: master CPU per no-op task, `{BASE_COMMIT[:10]}` / this", fmt(cpu_ratio, ".2f", "×"), "(measured)",
+         "n/a"),
         ("scale: start-up, 10 true", fmt(start, ".2f", " s"), f"≤ {T_START_S:g} s",
          verdict(None if start is None else start <= T_START_S)),
+        (f"scale: start-up, 10 true, `{BASE_COMMIT[:10]}` / this (wall; tree CPU)",
+         f"{fmt(start_ratio, '.2f', '×')}; {fmt(start_cpu_ratio, '.2f', '×')}", "(measured)", "n/a"),
         (f"scale: peak RSS at {big_n:,} tasks", fmt(rss, ".1f", " MiB"), f"≤ {T_RSS_MIB:g} MiB",
          verdict(None if rss is None or quick else rss <= T_RSS_MIB)),
     ]
