@@ -66,7 +66,9 @@ def test_a_wall_clock_step_between_a_crash_and_resume_leaves_the_makespan_alone(
                               "--state-dir", str(state)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     elapsed = time.monotonic() - started
     assert resumed.returncode == 0, resumed.stderr
-    assert "the wall clock moved" in resumed.stderr
     report = json.loads((state / "report.json").read_text())
     assert report["tasks"]["done"] == 30
+    # the makespan first: it is the harm (3,631 s or 0.0 for 33 s of work on the code before), the
+    # log line below only says the master saw the step
     assert 1.0 < report["makespan_s"] <= elapsed + 1.0, (report["makespan_s"], elapsed)
+    assert "the wall clock moved" in resumed.stderr
