@@ -37,16 +37,17 @@ T_FLOOD = 1.25  # the bag's wall under the flood / without, at most (stated here
 NOOP_TASKS, SHELL_TASKS, FLOOD_PEERS = 20_000, 2_000, 4
 
 
-def _base_tree(work: Path, commit: str = BASE_COMMIT) -> Path | None:
-    """``commit``'s code as ``bats.*`` packages under the returned folder, or None without git."""
-    src, pkgs = work / f"base-src-{commit[:10]}", work / f"base-pkgs-{commit[:10]}"
+def _base_tree(work: Path, commit: str = BASE_COMMIT, label: str = "") -> Path | None:
+    """``commit``'s code as ``bats.*`` packages under the returned folder, or None without git
+    (``label`` names a second copy of the same commit)."""
+    src, pkgs = work / f"base-src-{commit[:10]}{label}", work / f"base-pkgs-{commit[:10]}{label}"
     try:
         archive = subprocess.run(["git", "archive", "--format=tar", commit, *FOLDERS], cwd=REPO,
                                  capture_output=True, timeout=120, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     src.mkdir(parents=True)
-    tar = work / f"base-{commit[:10]}.tar"
+    tar = work / f"base-{commit[:10]}{label}.tar"
     tar.write_bytes(archive)
     with tarfile.open(tar) as t:
         t.extractall(src, filter="data")

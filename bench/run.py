@@ -120,15 +120,18 @@ def timed(argv: list[str], stdin_path: Path | None = None, cwd: Path | None = No
     return proc.returncode, wall, cpu, " / ".join(tail)
 
 
-def run_bats(work: Path, bag: Path, extra: list[str], base: Path | None = None) -> Run:
+def run_bats(work: Path, bag: Path, extra: list[str], base: Path | None = None, bytecode: bool = True) -> Run:
     """One ``bats-master`` run in a fresh state dir under ``work``; the state dir is removed after.
     With ``base`` (a folder holding other code's ``bats`` packages), that code runs instead: first on
-    ``PYTHONPATH``, started through its own ``python -m bats.master.cli`` (its workers inherit the path)."""
+    ``PYTHONPATH``, started through its own ``python -m bats.master.cli`` (its workers inherit the path);
+    without ``bytecode`` it runs with ``PYTHONDONTWRITEBYTECODE=1``, so code without it compiles on every start."""
     state = Path(tempfile.mkdtemp(prefix="state-", dir=work))
     shutil.rmtree(state)  # bats-master creates it; it must not hold a run
     command, env = [str(BATS_MASTER)], None
     if base is not None:
         command, env = [sys.executable, "-m", "bats.master.cli"], {**os.environ, "PYTHONPATH": str(base)}
+    if not bytecode:
+        env = {**(env or os.environ), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         code, wall, cpu, err = timed([*command, "--bag", str(bag), "--state-dir", str(state),
                                       "--quiet", *extra], env=env)

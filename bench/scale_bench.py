@@ -52,16 +52,18 @@ T_RSS_MIB = 80.0  # peak RSS at 200,000 tasks
 BASE_COMMIT = "f7251fce07727d791528faba596f7a0fbe357e2b"
 
 
-def _base(work: Path, log: Callable[[str], None]) -> Path | None:
-    """``BASE_COMMIT``'s packages (see :mod:`attack_bench`), their bytecode written; None without git."""
+def _base(work: Path, log: Callable[[str], None], compiled: bool = True) -> Path | None:
+    """``BASE_COMMIT``'s packages (see :mod:`attack_bench`), their bytecode written (or a copy without
+    it); None without git."""
     from attack_bench import _base_tree
 
-    base = _base_tree(work, BASE_COMMIT)
+    base = _base_tree(work, BASE_COMMIT, "" if compiled else "-raw")
     if base is None:
         log("scale: no git: the code before this round is not measured beside this tree")
         return None
-    for folder in (base / "bats").iterdir():  # links to the extracted folders, which compileall does not follow
-        compileall.compile_dir(str(folder.resolve()), quiet=1)
+    if compiled:
+        for folder in (base / "bats").iterdir():  # links to the extracted folders, which compileall does not follow
+            compileall.compile_dir(str(folder.resolve()), quiet=1)
     return base
 
 
@@ -215,6 +217,10 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
     ten.write_text("true\n" * 10)
     base = _base(work, log)
     trees: list[tuple[str, Path | None]] = [("this", None)] + ([("base", base)] if base is not None else [])
+    # the start-up also of the base without its bytecode: how an editable install ran under PYTHONDONTWRITEBYTECODE
+    # before bench/run.py and make install wrote it (every module compiled on every start)
+    raw = _base(work, log, compiled=False) if base is not None else None
+    start_trees = trees + ([("raw", raw)] if raw is not None else [])
     cpus: dict[str, list[float]] = {name: [] for name, _ in trees}
     for rep in range(repeats):  # the 10-task run's CPU is the fixed cost (imports, journal, workers' start)
         for name, tree in trees if rep % 2 == 0 else trees[::-1]:
@@ -224,10 +230,10 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
                 cpus[name].append((r.report["master"]["cpu_s"] - small.report["master"]["cpu_s"])
                                   / (cpu_tasks - 10) * 1e6)
     cpu = median(cpus["this"])
-    starts: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in trees}  # (wall, CPU of the tree)
+    starts: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in start_trees}  # (wall, tree CPU)
     for rep in range(5 if not quick else 2):
-        for name, tree in trees if rep % 2 == 0 else trees[::-1]:
-            run = run_bats(work, ten, [], base=tree)
+        for name, tree in start_trees if rep % 2 == 0 else start_trees[::-1]:
+            run = run_bats(work, ten, [], base=tree, bytecode=name != "raw")
             if run.ok:
                 starts[name].append((run.wall_s, run.cpu_tree_s))
     start = median([w for w, _c in starts["this"]])
@@ -245,24 +251,29 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
     start_walls = {name: [w for w, _c in v] for name, v in starts.items()}
     start_cpus = {name: [c for _w, c in v] for name, v in starts.items()}
     start_ratio, start_cpu_ratio = ratio("base", start_walls), ratio("base", start_cpus)
+    raw_ratio = ratio("raw", start_walls)
     t += [f"One machine, this tree beside `{BASE_COMMIT[:10]}` (the code before the cuts of this round: the events "
           "log's encoder, the master's and the local workers' exit, the wait for releases; extracted by `git "
           "archive` and run first on `PYTHONPATH`, through its own `python -m bats.master.cli`), alternating; both "
           "with their bytecode written first (`bench/run.py` compiles the installed packages before it times "
-          "anything, as an install from a wheel has them).", "",
+          "anything, as an install from a wheel has them); the start-up also of the base without bytecode "
+          "(`PYTHONDONTWRITEBYTECODE=1`, as an editable install ran in such a shell before).", "",
           f"Master CPU per no-op task, 2 no-op workers, ({cpu_tasks:,}-task run − 10-task run) / {cpu_tasks - 10:,}; "
           f"start-up, `bats-master --bag` of 10 `true` (whole command, default local workers; the CPU is the "
           "whole process tree's). Load average at the start of this part: "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}.", "",
           "| code | CPU µs/task (each repeat) | median | start-up s (each) | median | start-up CPU s (median) |",
           "|---|---|---|---|---|---|"]
-    for name, _tree in trees:
-        label = "this tree" if name == "this" else f"`{BASE_COMMIT[:10]}`"
-        t.append(f"| {label} | {', '.join(f'{c:.1f}' for c in cpus[name])} | {fmt(median(cpus[name]), '.1f')} "
+    for name, _tree in start_trees:
+        label = {"this": "this tree", "base": f"`{BASE_COMMIT[:10]}`",
+                 "raw": f"`{BASE_COMMIT[:10]}` without bytecode (start-up only)"}[name]
+        got = cpus.get(name, [])
+        t.append(f"| {label} | {', '.join(f'{c:.1f}' for c in got)} | {fmt(median(got), '.1f')} "
                  f"| {', '.join(f'{w:.2f}' for w in start_walls[name])} | {fmt(median(start_walls[name]), '.2f')} "
                  f"| {fmt(median(start_cpus[name]), '.3f')} |")
     t += ["", f"Base / this tree: CPU per task {fmt(cpu_ratio, '.2f', '×')}, start-up wall {fmt(start_ratio, '.2f', '×')}, "
-          f"start-up CPU {fmt(start_cpu_ratio, '.2f', '×')}. Peak RSS of the master at {big_n:,} no-op tasks on 2 "
+          f"start-up CPU {fmt(start_cpu_ratio, '.2f', '×')}; the base without bytecode / this tree, start-up "
+          f"wall: {fmt(raw_ratio, '.2f', '×')}. Peak RSS of the master at {big_n:,} no-op tasks on 2 "
           f"workers: {fmt(rss, '.1f')} MiB.", ""]
     sec.summary += [
         ("scale: master CPU per no-op task, 2 workers", fmt(cpu, ".1f", " µs"), f"≤ {T_CPU_US:g} µs",
@@ -273,6 +284,8 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
          verdict(None if start is None else start <= T_START_S)),
         (f"scale: start-up, 10 true, `{BASE_COMMIT[:10]}` / this (wall; tree CPU)",
          f"{fmt(start_ratio, '.2f', '×')}; {fmt(start_cpu_ratio, '.2f', '×')}", "(measured)", "n/a"),
+        (f"scale: start-up, 10 true, `{BASE_COMMIT[:10]}` without bytecode / this (wall)",
+         fmt(raw_ratio, ".2f", "×"), "(measured)", "n/a"),
         (f"scale: peak RSS at {big_n:,} tasks", fmt(rss, ".1f", " MiB"), f"≤ {T_RSS_MIB:g} MiB",
          verdict(None if rss is None or quick else rss <= T_RSS_MIB)),
     ]
