@@ -66,3 +66,31 @@ def test_a_value_the_log_cannot_record_ends_the_log_not_the_run(tmp_path, caplog
     log.close()
     assert [kind for _i, kind, _p in read(tmp_path / EVENTS_NAME)] == ["session", "event"]
     assert "cannot be recorded" in caplog.text
+
+
+def test_a_record_is_the_documented_arrays_byte_for_byte(tmp_path):
+    """The file's format, written out by hand: ``["event", [type, field, ...], [[type, field, ...], ...]]``,
+    task output empty, nested dataclasses the same way (logs of earlier sessions must still replay)."""
+    import msgpack
+
+    option = dataclasses.replace(OPTION, odds=Odds(100.0, 130.0, 9.0, 11.5, 200))
+    event = c.TaskFinished(3.5, "a1", 7, 1, 0, 1.25, False, True, b"out", b"err")
+    actions = [c.RecordResult(7, "done", "a1", 1, 0, 1.25, False, b"out", b"err"), c.Dispatch("a1", 8, 1),
+               c.OfferOptions((option,), 3, {"a": (1.0, 2.0)}, {})]
+    log = EventLog.open(tmp_path, 2, {"seed": 1, "choice": c.Notify("x")})
+    log.record(event, actions)
+    log.close()
+
+    def flat(value):
+        if dataclasses.is_dataclass(value):
+            return [type(value).__name__, *(b"" if f.name in ("stdout", "stderr") else flat(getattr(value, f.name))
+                                             for f in dataclasses.fields(value))]
+        if isinstance(value, (list, tuple)):
+            return [flat(v) for v in value]
+        if isinstance(value, dict):
+            return {k: flat(v) for k, v in value.items()}
+        return value
+
+    expected = (msgpack.packb(["session", 2, {"seed": 1, "choice": flat(c.Notify("x"))}], use_bin_type=True)
+                + msgpack.packb(["event", flat(event), flat(actions)], use_bin_type=True))
+    assert (tmp_path / EVENTS_NAME).read_bytes() == expected
