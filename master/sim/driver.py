@@ -90,6 +90,10 @@ log = logging.getLogger("bats.sim")
 
 DEFAULT_TICK_S = 60.0
 _TASK_DONE, _BOOTED, _TICK, _WAKE, _PRICE, _POOL, _LOST = 0, 1, 2, 3, 4, 5, 6  # heap entry kinds
+# A task's end sorts before anything else due at the same instant (its sequence number less this):
+# a task that ends at the very moment its machine is let go, or a check falls, has ended by then,
+# as the plan counted it (the runtimes a simulation draws often fall on such instants exactly)
+_ENDS_FIRST = 1 << 62
 
 
 @dataclass(frozen=True)
@@ -296,7 +300,8 @@ class Simulator(Driver):
         runtime = self.runtimes[task] / machine.speed
         if machine.slots > 1 and machine.contention != 1.0:
             runtime *= 1.0 + (machine.contention - 1.0) * (len(machine.current) - 1) / (machine.slots - 1)
-        heapq.heappush(self._heap, (self.now + runtime, next(self._seq), _TASK_DONE, machine, task, attempt, runtime))
+        heapq.heappush(self._heap, (self.now + runtime, next(self._seq) - _ENDS_FIRST, _TASK_DONE, machine, task,
+                                    attempt, runtime))
         self._real += 1
 
     # ------------------------------------------------------------ actions

@@ -319,16 +319,10 @@ class Execution:
         at = max(now, edge - self.settings.release_margin_s)
         if wait_for_choice and at <= now + 1e-9:  # the option chosen may keep it: wait until just before its edge
             at = max(now, edge - self.guard_s)
-            billing = self.billings[m.cluster]
-            if billing.atu_s <= SHORT_ATU_S:
-                # billed by the second or the minute there is no paid edge worth waiting for, but a
-                # machine up is worth its cluster's boot: hold it (paid) that long for the choice,
-                # to the last edge before then, rather than let it go and boot a new one
-                boot = self.policy._boot_times().get(m.cluster, 0.0)
-                more = whole(now + boot + self.guard_s - edge, billing.atu_s)
-                if more > 0:
-                    at = edge + more * billing.atu_s - self.guard_s
-                    self.held_for_choice.add(m.id)
+            held = self.choice_hold(m, now)
+            if held is not None:
+                at = held
+                self.held_for_choice.add(m.id)
         if m.release_at is not None and m.release_at <= at:
             return []
         m.release_at = at
@@ -338,6 +332,19 @@ class Execution:
         if at <= now + 1e-9:  # its edge is within the margin already: let go before this event ends
             self.due_now = True
         return [WakeAt(at)]
+
+    def choice_hold(self, m: c.Machine, now: float) -> float | None:
+        """Until when a sampling machine at the end of its paid time is held for the operator's
+        choice, or None. Billed by the second or the minute there is no paid edge worth waiting
+        for, but a machine up is worth its cluster's boot: it is held (paid) that long, to the last
+        edge before then, rather than let go and a new one booted."""
+        billing = self.billings[m.cluster]
+        if billing.atu_s > SHORT_ATU_S:
+            return None
+        edge = self.edge(m, now)
+        boot = self.policy._boot_times().get(m.cluster, 0.0)
+        more = whole(now + boot + self.guard_s - edge, billing.atu_s)
+        return edge + more * billing.atu_s - self.guard_s if more > 0 else None
 
     def unmark(self, m: c.Machine) -> None:
         self.held_for_choice.discard(m.id)

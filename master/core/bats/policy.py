@@ -591,23 +591,34 @@ class BatsCore(c.Core):
         """Each cluster's longest sampled runtime (its complete sample set's)."""
         return {name: e.sample[-1] for name, e in self.estimates.items() if e.sample}
 
-    def _paid_left(self, now: float) -> dict[str, list[float]]:
-        """Per cluster, the seconds each machine up has left to run tasks in the ATU it has paid
-        (until its release, or its edge less the release margin): what the options credit."""
-        left: dict[str, list[float]] = {}
+    def _machines_up(self, now: float) -> list[tuple[c.Machine, float]]:
+        """The machines up the options may keep, each with the seconds it has left to run tasks in
+        the ATU it has paid (until its release, or its edge less the release margin)."""
+        up: list[tuple[c.Machine, float]] = []
         for m in self.live_machines():
-            if m.id in self.execution.held_for_choice or (
-                    self.phase != EXECUTING and m.release_at is None and self.clusters[m.cluster].atu_s <= SHORT_ATU_S):
+            held = m.id in self.execution.held_for_choice
+            if held or (self.phase != EXECUTING and m.release_at is None
+                        and self.clusters[m.cluster].atu_s <= SHORT_ATU_S):
                 # billed by the second or minute, a sampling machine is held while the operator
                 # chooses (or kept at once by an up-front budget): kept, it has only its paid ATU
                 # (the hold is billed), and let go at the choice it runs nothing more
-                left.setdefault(m.cluster, []).append(
-                    max(0.0, self.execution.edge(m, now) - self.settings.release_margin_s - now))
+                left = self.execution.edge(m, now) - self.settings.release_margin_s - now
+                if left <= 1e-9 and not held and self.execution.choice_hold(m, now) is None:
+                    continue  # its ATU ends now and no hold saves a boot: let go at the offer, no option keeps it
+                up.append((m, max(0.0, left)))
                 continue
             until = m.release_at if m.release_at is not None else self.execution.edge(m, now) - self.settings.release_margin_s
             if until <= now + 1e-9 and self.phase != EXECUTING:
                 continue  # let go in this very event (its edge is within the margin): no option keeps it
-            left.setdefault(m.cluster, []).append(max(0.0, until - now))
+            up.append((m, max(0.0, until - now)))
+        return up
+
+    def _paid_left(self, now: float) -> dict[str, list[float]]:
+        """Per cluster, the paid seconds left of each machine of :meth:`_machines_up`: what the
+        options credit."""
+        left: dict[str, list[float]] = {}
+        for m, seconds in self._machines_up(now):
+            left.setdefault(m.cluster, []).append(seconds)
         return left
 
     def _running_up(self, now: float, ratio: dict[str, float]) -> tuple[dict[str, list[list[float]]], int]:
@@ -615,10 +626,7 @@ class BatsCore(c.Core):
         tasks it runs on the odds' scale; and how many tasks run in all."""
         running: dict[str, list[list[float]]] = {}
         count = 0
-        for m in self.live_machines():
-            until = m.release_at if m.release_at is not None else self.execution.edge(m, now) - self.settings.release_margin_s
-            if until <= now + 1e-9 and self.phase != EXECUTING:
-                continue
+        for m, _ in self._machines_up(now):
             elapsed = [(now - t) / ratio.get(m.cluster, 1.0) for t in m.started]
             running.setdefault(m.cluster, []).append(elapsed)
             count += len(elapsed)
@@ -917,8 +925,24 @@ class BatsCore(c.Core):
             actions.extend(self.execution.enforce_budget(now))
             actions.append(WakeAt(self.execution.next_check(now)))
         actions.extend(self._release_marked(now))  # the checks may have marked machines due now
+        actions.extend(self._replan_if_stranded(now))
         actions.extend(self._finish_if_stranded(now))
         return actions
+
+    def _replan_if_stranded(self, now: float) -> list[c.Action]:
+        """A task can come back to a bag with no machine left: cut off by its machine's release,
+        while the plan's own machines, billed by the second, went as they found nothing to take.
+        The plan's machines are acquired again while the money pays for them (the ceiling's
+        reservation) before the run is called stranded."""
+        if self.phase != EXECUTING or self.finished is not None or self.remaining <= 0 or self._live \
+                or any(self._requested.values()) or self._money_ran_out():
+            return []
+        return self.execution.move_to(dict(self.execution.config), now)
+
+    def _money_ran_out(self) -> bool:
+        """Whether the ceiling has let machines go for want of money."""
+        return self.budget is not None and (self.execution.short_of_money or any(
+            m.release_reason.startswith("the budget") for m in self.machines.values()))
 
     def _release_marked(self, now: float, *, idle_too: bool = False) -> list[c.Action]:
         """Let go every marked machine whose moment has come (and, with ``idle_too``, every idle
@@ -961,6 +985,7 @@ class BatsCore(c.Core):
                 actions.append(WakeAt(at))
         if self.execution.due_now and self.finished is None:  # marked at an edge already within the margin:
             actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
+            actions.extend(self._replan_if_stranded(event.now))
             actions.extend(self._finish_if_stranded(event.now))
 
     def _drop_stranded_clusters(self) -> None:
@@ -1011,8 +1036,8 @@ class BatsCore(c.Core):
             return []
         if self.phase == OFFERING:
             return []  # waiting for the operator's choice
-        if self.budget is not None and (self.execution.short_of_money or any(
-                m.release_reason.startswith("the budget") for m in self.machines.values())):
+        if self._money_ran_out():
+            assert self.budget is not None
             spent = round(self._spent_under_budget(now), 6)  # money to the micro-dollar, not float noise
             left = round(max(0.0, self.budget + self.cushion - spent), 6)
             return [self._stop(f"the budget is spent: {spent:g} of {self.budget:g}"
