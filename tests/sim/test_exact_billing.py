@@ -87,7 +87,7 @@ cluster = st.tuples(st.floats(0.5, 9.0).map(lambda p: round(p, 2)), st.integers(
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(billing=st.sampled_from(BILLINGS), clusters=st.lists(cluster, min_size=2, max_size=3),
-       share=st.floats(0.05, 0.25) | st.sampled_from([0.5, 1.0]), tasks=st.integers(40, 300), schedule=st.sampled_from(["cheapest", "fastest"]),
+       share=st.floats(0.05, 0.25) | st.sampled_from([0.5, 1.0, 2.0]), tasks=st.integers(40, 300), schedule=st.sampled_from(["cheapest", "fastest"]),
        seed=st.integers(0, 2**31 - 1))
 @example(billing=(1.0, 0.0), clusters=[(13.82, 1, 2.0, 0.1), (0.72, 3, 0.5, 0.5)], share=0.41, tasks=188,
          schedule="cheapest", seed=719279514)  # sampling machines let go at the choice were planned as kept
@@ -95,6 +95,8 @@ cluster = st.tuples(st.floats(0.5, 9.0).map(lambda p: round(p, 2)), st.integers(
          schedule="cheapest", seed=0)  # a task due to end at its machine's release was cut off by it, then stranded
 @example(billing=(60.0, 0.0), clusters=[(1.0, 2, 4.0, 0.5), (2.0, 2, 1.0, 0.0)], share=0.5, tasks=40,
          schedule="cheapest", seed=0)  # the sampling machines' ATU ended while the options were shown: no boot priced
+@example(billing=(6.0, 0.0), clusters=[(1.0, 2, 4.0, 0.5), (1.0, 2, 4.0, 0.5)], share=0.5, tasks=40,
+         schedule="cheapest", seed=0)  # a machine let go in another's result cut off two tasks ending at that moment
 def test_fixed_runtimes_end_within_budget_and_one_task_of_the_plan(billing, clusters, share, tasks, schedule, seed):
     atu, min_charge = billing
     runtime = round(max(atu, min_charge) * share, 3)

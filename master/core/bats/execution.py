@@ -117,7 +117,7 @@ class Execution:
         clusters = core.clusters
         self.billings = {name: Billing(cl.atu_s, cl.price, cl.min_charge_s) for name, cl in clusters.items()}
         self.marked: dict[str, c.Machine] = {}  # machines marked for release, by id
-        self.due_now = False  # a machine was marked for release at the current moment
+        self.due_now: set[str] = set()  # the machines marked for release at the current moment
         self.short_of_money = False  # an acquisition was cut because the budget could not pay it
         self.tail: TailEstimates | None = None  # the sample's, once sampling is done
         self.selected: Option | None = None
@@ -330,7 +330,7 @@ class Execution:
         self.marked[m.id] = m
         self.release_edge[m.id] = edge
         if at <= now + 1e-9:  # its edge is within the margin already: let go before this event ends
-            self.due_now = True
+            self.due_now.add(m.id)
         return [WakeAt(at)]
 
     def choice_hold(self, m: c.Machine, now: float) -> float | None:

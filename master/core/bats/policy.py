@@ -292,7 +292,7 @@ class BatsCore(c.Core):
             self._extra.extend(self.execution.decide_renewal(machine))
         if machine.release_at is not None and not self.execution.fits_before_release(machine):
             if self._now >= machine.release_at - 1e-9:
-                self.execution.due_now = True  # let it go in this event (unless a task in paid time runs on)
+                self.execution.due_now.add(machine.id)  # let it go in this event (unless a task in paid time runs on)
             return None
         if self.phase == SAMPLING:
             todo = self.sample.todo.get(machine.cluster)
@@ -944,12 +944,14 @@ class BatsCore(c.Core):
         return self.budget is not None and (self.execution.short_of_money or any(
             m.release_reason.startswith("the budget") for m in self.machines.values()))
 
-    def _release_marked(self, now: float, *, idle_too: bool = False) -> list[c.Action]:
+    def _release_marked(self, now: float, *, idle_too: bool = False,
+                        only: set[str] | None = None) -> list[c.Action]:
         """Let go every marked machine whose moment has come (and, with ``idle_too``, every idle
-        one that cannot fit another task before it)."""
-        self.execution.due_now = False
+        one that cannot fit another task before it); with ``only``, of those machines alone."""
+        self.execution.due_now = set()
         actions: list[c.Action] = []
-        for m in list(self.execution.marked.values()):
+        marked = self.execution.marked
+        for m in list(marked.values()) if only is None else [marked[i] for i in sorted(only) if i in marked]:
             if m.state is c.MachineState.GONE:
                 continue
             due = m.release_at is not None and now >= m.release_at - 1e-9
@@ -984,7 +986,9 @@ class BatsCore(c.Core):
                 self.execution.ceiling_at = at
                 actions.append(WakeAt(at))
         if self.execution.due_now and self.finished is None:  # marked at an edge already within the margin:
-            actions.extend(self._release_marked(event.now))  # waiting for a Tick would begin an ATU
+            # waiting for a Tick would begin an ATU; the others due now are let go by their own
+            # wake-up, after the results that arrive at the same moment (a task may end just then)
+            actions.extend(self._release_marked(event.now, only=self.execution.due_now))
             actions.extend(self._replan_if_stranded(event.now))
             actions.extend(self._finish_if_stranded(event.now))
 

@@ -269,7 +269,7 @@ class DeadlineCore(BatsCore):
         m.release_reason = STOPPED_BY_PLAN
         self.execution.marked[m.id] = m
         if at <= now + _EPS:
-            self.execution.due_now = True
+            self.execution.due_now.add(m.id)
         return [WakeAt(at)]
 
     def capacity(self, now: float) -> float:
@@ -322,19 +322,21 @@ class DeadlineCore(BatsCore):
         actions.append(WakeAt(now + self.settings.monitor_interval_s))
         return actions
 
-    def _release_marked(self, now: float, *, idle_too: bool = False) -> list[c.Action]:
+    def _release_marked(self, now: float, *, idle_too: bool = False,
+                        only: set[str] | None = None) -> list[c.Action]:
         wake: list[c.Action] = []
         if self.plans and not self.plans[-1]["meets_deadline"]:  # see the docstring, 3.
             for m in self.execution.marked.values():
-                if (m.held and m.release_reason == STOPPED_BY_PLAN and m.state is not c.MachineState.GONE
-                        and m.release_at is not None and now >= m.release_at - _EPS):
+                if (only is None or m.id in only) and m.held and m.release_reason == STOPPED_BY_PLAN \
+                        and m.state is not c.MachineState.GONE and m.release_at is not None \
+                        and now >= m.release_at - _EPS:
                     margin = self.settings.release_margin_s
                     edge = self._edge_after(m, now + margin)
                     while edge - margin <= now + _EPS:  # that edge is now (or the margin is long): a later one
                         edge += self.clusters[m.cluster].atu_s
                     m.release_at = edge - margin
                     wake.append(WakeAt(m.release_at))
-        return super()._release_marked(now, idle_too=idle_too) + wake
+        return super()._release_marked(now, idle_too=idle_too, only=only) + wake
 
     def _on_machine_acquired(self, ev: c.MachineAcquired) -> list[c.Action]:
         """A machine the plan asked for: its slot's end is known now (per-second billing cannot wait)."""
