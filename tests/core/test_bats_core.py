@@ -197,14 +197,19 @@ def test_a_price_change_while_the_operator_chooses_re_plans_and_offers_again():
     planner = Planner([ClusterPlan("a", 10.0, 1.0, 100.0, 3),
                        ClusterPlan("b", 5.0, 0.5, 100.0, 3)], 16)
     paid = {"a": [48.0, 48.0], "b": [48.0, 48.0]}  # until t=90
-    options = tuple(shown([with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options()]))
+    options = tuple(shown([with_machines_up(o, planner.clusters, 16, paid, {}) for o in planner.options()],
+                          apart=frozenset({"fastest"})))
+    options = (*options[:2], dataclasses.replace(options[2], pareto=True))  # its odds: faster than 3 x b
     assert actions == [c.Notify("price of b 2 -> 0.5: the options were re-planned"),
                        c.OfferOptions(options, 16, {"a": (10.0, 0.0), "b": (5.0, 0.0)})]
     assert core.phase == b.OFFERING and core.options == list(options)
     assert core.choose("cheapest").machines == {"a": 0, "b": 1}
-    # 3 x b is the fastest and 0.8 of the fastest's budget alike once the machines up count
+    # counted in whole tasks with the machines up, 3 x b ends when every machine does; the odds,
+    # which replay varying runtimes, show every machine ending sooner (P50 22.7 s against 24.2 s)
     assert [(o.label, o.also, o.machines) for o in options] == [
-        ("cheapest", ("+20%",), {"a": 0, "b": 1}), ("fastest-20%", ("fastest",), {"a": 0, "b": 3})]
+        ("cheapest", ("+20%",), {"a": 0, "b": 1}), ("fastest-20%", (), {"a": 0, "b": 3}),
+        ("fastest", (), {"a": 3, "b": 3})]
+    assert [o.odds.makespan_p50_s < 23.0 for o in core.options if o.odds] == [False, False, True]
 
 
 def test_schedule_chosen_acquires_the_missing_machines_and_keeps_sampling_machines():
@@ -374,10 +379,10 @@ def test_budget_exhaustion_finishes_incomplete_with_the_tasks_not_run():
     core = d.core
     d.through(90.0)
     actions = d.feed(c.Tick(90.0))
-    # ... and the early warning says so before any of the $2 is spent: 13 % of the replays of the
+    # ... and the early warning says so before any of the $2 is spent: 28 % of the replays of the
     # 12 tasks left on a1 and a2 end within it, $3 more would make it 90 %
     (warning,) = [a for a in actions if isinstance(a, c.WarnShort)]
-    assert (warning.chance, warning.needed, warning.spent, warning.money) == (0.13, 3.0, 0.0, 2.0)
+    assert (warning.chance, warning.needed, warning.spent, warning.money) == (0.28, 3.0, 0.0, 2.0)
     actions.remove(warning)
     assert actions == [c.Release("b1", DONE_SAMPLING), c.Release("b2", DONE_SAMPLING), c.WakeAt(140.0)]
     assert core.reconfigurations == []

@@ -4,6 +4,7 @@ declining the cushion runs a row of its own, and the report's selected option is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import pytest
@@ -137,3 +138,25 @@ def test_the_cushion_is_not_spent_renewing_machines_that_have_nothing_to_run(spe
     assert report["cost"]["idle"] == 0.0 and all(m["idle_atus"] == 0 for m in report["machines"])
     released = [m for m in report["machines"] if m["release_reason"] == "nothing left to run: released at the end of its paid time"]
     assert released
+
+
+def test_fastest_moves_to_the_fastest_row_that_dominates_it():
+    rows = [row(1, "cheapest", {"a": 2}, 300.0, 2.0),
+            row(2, "pareto", {"a": 3}, 250.0, 3.0),
+            row(3, "pareto", {"a": 4}, 200.0, 3.5),  # faster than 4 for less: the fastest
+            row(4, "fastest", {"a": 5}, 220.0, 5.0)]
+    assert [(o.label, o.machines) for o in shown(rows)] == [
+        ("cheapest", {"a": 2}), ("pareto", {"a": 3}), ("fastest", {"a": 4})]
+
+
+def test_before_the_odds_every_machine_stays_apart_from_its_twin():
+    """Counted in whole tasks, 28 machines of the slow cluster end the bag when 32 do (S3-4): the
+    rows are twins until the odds, which replay varying runtimes, show every machine ending sooner."""
+    rows = [row(1, "pareto", {"a": 28, "b": 32}, 5561.0, 744.0),
+            row(2, "fastest", {"a": 32, "b": 32}, 5561.0, 768.0)]
+    assert [o.label for o in shown(rows, apart=frozenset({"fastest"}))] == ["pareto", "fastest"]
+    assert [(o.label, o.machines) for o in shown(rows)] == [("fastest", {"a": 28, "b": 32})]
+    with_odds = [dataclasses.replace(rows[0], odds=Odds(6220.0, 6396.0, 744.0, 744.0, 200)),
+                 dataclasses.replace(rows[1], odds=Odds(6079.0, 6254.0, 768.0, 768.0, 200))]
+    assert [(o.label, o.machines) for o in shown(with_odds)] == [
+        ("pareto", {"a": 28, "b": 32}), ("fastest", {"a": 32, "b": 32})]

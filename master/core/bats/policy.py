@@ -119,6 +119,7 @@ __all__ = [
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
 REARM = 0.05  # a warned run warns again only after its chance has come back this far above the threshold
 ODDS_ALL = 40  # up to this many options all get their odds; beyond, the ones a table shows (spread)
+ODDS_DECIDE = frozenset({"fastest"})  # every machine, tied by the whole-task model with fewer: the odds decide
 NOTHING_LEFT = "nothing left to run: billed by the second, it would pay for waiting"
 NOTHING_LEFT_PAID = "nothing left to run: released at the end of its paid time"
 
@@ -453,7 +454,7 @@ class BatsCore(c.Core):
         upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
         paid, boot, longest = self._paid_left(self._now), self._boot_times(), self._longest()
         made = shown([with_machines_up(with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot,
-                                       longest) for o in options])
+                                       longest) for o in options], apart=ODDS_DECIDE)
         for option in list(made):  # what each option runs with its cushion declined is a row of its own
             row = self._declined(option, planner)
             if row is None:
@@ -468,7 +469,8 @@ class BatsCore(c.Core):
                                              cushion=max(0.0, twin.budget + twin.cushion - budget))
         # the odds of every row (the ids numbered first): its cushion at least the P99 cost above its
         # budget, never less than the room of the upper means (a P99 alone left heavy-tailed runs short)
-        return shown(self._with_odds(shown(made), planner))  # the rows marked again by their odds
+        # the rows marked again by their odds, twins merged only then
+        return shown(self._with_odds(shown(made, apart=ODDS_DECIDE), planner))
 
     def _declined(self, option: Option, planner: Planner) -> Option | None:
         """The row ``option`` runs when the operator declines its cushion, None when it runs as shown.

@@ -725,7 +725,7 @@ def dominates(a: Option, b: Option) -> bool:
     return held_a < held_b - _FIGURE_TOL * max(1.0, abs(held_b))
 
 
-def shown(options: Sequence[Option]) -> list[Option]:
+def shown(options: Sequence[Option], *, apart: frozenset[str] = frozenset()) -> list[Option]:
     """The options as the table shows them, true to their figures (the makespans and costs the
     options carry once the machines up, the boots and the longest sampled task count, which the
     planner's Pareto set did not see):
@@ -737,19 +737,30 @@ def shown(options: Sequence[Option]) -> list[Option]:
     - ``pareto`` (the ``*``) means no other row is as fast for less: every row is marked afresh,
       and a row that only the Pareto set put in the table and that another row now dominates goes;
     - the rows are sorted by cost, then makespan, and numbered from 1.
+
+    ``fastest`` goes further: a row that another row dominates is no fastest, and the label moves
+    to the fastest row that dominates it. A row carrying a label of ``apart`` is not merged yet:
+    before their odds, two rows the whole-task model ties (every machine, and fewer that end the
+    same rounds) may still part once the odds replay varying runtimes.
     """
     rows = list(options)
     merged = True
     while merged:  # twins: merge each dearer one into the cheapest row of the same makespan
         merged = False
         for i, row in enumerate(rows):
-            if any(label.endswith(NO_CUSHION) for label in (row.label, *row.also)):
+            labels_here = (row.label, *row.also)
+            if any(label.endswith(NO_CUSHION) or label in apart for label in labels_here):
                 continue
-            twins = [o for o in rows if o is not row and _same(_figures(o)[0], _figures(row)[0])
-                     and dominates(o, row)]
-            if not twins:
+            if "fastest" in labels_here:
+                better = [o for o in rows if o is not row and dominates(o, row)]
+                pick = min(better, key=lambda o: (_figures(o)[0], _figures(o)[1], o.id)) if better else None
+            else:
+                twins = [o for o in rows if o is not row and _same(_figures(o)[0], _figures(row)[0])
+                         and dominates(o, row)]
+                pick = min(twins, key=lambda o: (_figures(o)[1], o.id)) if twins else None
+            if pick is None:
                 continue
-            cheapest = min(twins, key=lambda o: (_figures(o)[1], o.id))
+            cheapest = pick
             best = cheapest
             labels = [label for label in (row.label, *row.also) if label != "pareto"]
             if labels:
