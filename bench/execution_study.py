@@ -403,6 +403,10 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
         totals["runs"] += 1
         totals["over budget"] += over
         totals["incomplete"] += incomplete
+        if incomplete:  # the early warning: said before half the money (budget + cushion) was spent?
+            warnings = report.get("warnings") or []
+            totals["incomplete warned"] += bool(warnings)
+            totals["incomplete warned early"] += any(w["spent"] <= 0.5 * w["money"] + 1e-9 for w in warnings)
         totals[f"incomplete {kind}"] += incomplete
         totals[f"runs {kind}"] += 1
         totals["killed"] += sim.killed
@@ -587,6 +591,8 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         f"| runs | {t['runs']} | |",
         f"| runs over budget + cushion | {t['over budget']} | 0 |",
         f"| runs incomplete | {t['incomplete']} ({100 * t['incomplete'] / runs:.1f} %) | <= 1 % |",
+        f"| ... warned that the money may fall short (any time / before half of it was spent) | "
+        f"{t['incomplete warned']} / {t['incomplete warned early']} | >= 90 % before half |",
         f"| tasks killed by a release | {t['killed']} | |",
         f"| ... that would have ended before their machine's paid edge | {t['killed in paid time']} | 0 |",
         f"| ... that would have ended before the edge less the release time | {t['killed before hard']} | 0 |",
