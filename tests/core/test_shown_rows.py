@@ -160,3 +160,77 @@ def test_before_the_odds_every_machine_stays_apart_from_its_twin():
                  dataclasses.replace(rows[1], odds=Odds(6079.0, 6254.0, 768.0, 768.0, 200))]
     assert [(o.label, o.machines) for o in shown(with_odds)] == [
         ("pareto", {"a": 28, "b": 32}), ("fastest", {"a": 32, "b": 32})]
+
+
+# ---------------------------------------------------------------- the one-pass, numpy shown() keeps the rows
+def _reference_shown(options, apart=frozenset()):
+    """The table's rows as the first version made them: pairwise, in Python, restarting after each
+    merge (quadratic and more); the one in the planner must give exactly the same rows."""
+    from dataclasses import replace
+
+    from bats.master.core.planning.planner import _figures, _same
+
+    rows = list(options)
+    merged = True
+    while merged:
+        merged = False
+        for i, r in enumerate(rows):
+            labels_here = (r.label, *r.also)
+            if any(label.endswith(NO_CUSHION) or label in apart for label in labels_here):
+                continue
+            if "fastest" in labels_here:
+                better = [o for o in rows if o is not r and dominates(o, r)]
+                pick = min(better, key=lambda o: (_figures(o)[0], _figures(o)[1], o.id)) if better else None
+            else:
+                twins = [o for o in rows if o is not r and _same(_figures(o)[0], _figures(r)[0]) and dominates(o, r)]
+                pick = min(twins, key=lambda o: (_figures(o)[1], o.id)) if twins else None
+            if pick is None:
+                continue
+            cheapest = pick
+            best = cheapest
+            labels = [label for label in (r.label, *r.also) if label != "pareto"]
+            if labels:
+                if best.label == "pareto" or best.label.endswith(NO_CUSHION):
+                    kept = () if best.label == "pareto" else (best.label,)
+                    best = replace(best, label=labels[0], also=(*labels[1:], *kept, *best.also))
+                else:
+                    best = replace(best, also=(*best.also, *(x for x in labels if x not in (best.label, *best.also))))
+            rows = [best if o is cheapest else o for k, o in enumerate(rows) if k != i]
+            merged = True
+            break
+    rows = [replace(o, pareto=not any(dominates(other, o) for other in rows if other is not o)) for o in rows]
+    rows = [o for o in rows if o.pareto or o.also or o.label != "pareto"]
+    ordered = sorted(rows, key=lambda o: (o.cost, o.makespan_s))
+    return [replace(option, id=i) for i, option in enumerate(ordered, start=1)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_one_pass_shown_gives_the_rows_of_the_pairwise_one(seed):
+    """Random tables full of ties (makespans and costs from a few values, some a hair apart, some
+    with odds, labels of schedules, no-cushion rows, budgets that differ at the same point): the
+    rows, labels, stars and ids are those of the first, pairwise version."""
+    import random
+
+    rnd = random.Random(seed)
+    labels = ["pareto"] * 6 + ["cheapest", "fastest", "+20%", "fastest-20%", "cheapest" + NO_CUSHION,
+                               "fastest" + NO_CUSHION]
+    n = rnd.choice([1, 2, 5, 12, 30, 60])
+
+    def pick(values):
+        v = rnd.choice(values)
+        return v * (1 + rnd.choice([0.0, 0.0, 1e-10, -1e-10, 1e-6]))
+
+    rows = []
+    for k in range(n):
+        makespan, cost = pick([100.0, 200.0, 300.0, 0.5]), pick([0.0, 2.0, 3.0, 5.0, 1e6])
+        odds = None
+        if rnd.random() < 0.6:
+            odds = Odds(pick([makespan, 150.0, 250.0]), pick([makespan, 300.0, 900.0, float("inf")]),
+                        pick([cost, 2.0, 4.0]), pick([cost, 3.0, 6.0]), 200)
+        label = rnd.choice(labels)
+        also = tuple(rnd.sample(["cheapest", "+20%", "fastest"], rnd.choice([0, 0, 1, 2])))
+        rows.append(row(rnd.choice([k + 1, 1, n]), label, {"a": k}, makespan, cost,
+                        budget=pick([cost, 2.0, 4.0]), cushion=rnd.choice([0.0, 0.5]), also=also, odds=odds))
+    assert shown(rows) == _reference_shown(rows)
+    apart = frozenset({"fastest"})
+    assert shown(rows, apart=apart) == _reference_shown(rows, apart)

@@ -725,6 +725,36 @@ def dominates(a: Option, b: Option) -> bool:
     return held_a < held_b - _FIGURE_TOL * max(1.0, abs(held_b))
 
 
+def _dominance(rows: Sequence[Option]) -> tuple[np.ndarray, np.ndarray]:
+    """(same makespan figures, dominates) over every pair of ``rows``, as two boolean matrices
+    whose ``[a, b]`` is :func:`_same` of their makespan figures and :func:`dominates` of ``a``
+    over ``b``: the same comparisons, in the same floating point, done by numpy at once."""
+    n = len(rows)
+    has_odds = np.array([o.odds is not None for o in rows], dtype=bool)
+    times = np.zeros((n, 3))
+    costs = np.zeros((n, 3))
+    for i, o in enumerate(rows):
+        (t, c) = _figures(o)
+        times[i, :len(t)] = t
+        costs[i, :len(c)] = c
+    # a figure counts only when both rows show it (zip's truncation in _at_most)
+    both = has_odds[:, None] & has_odds[None, :]
+
+    def at_most(v: np.ndarray) -> np.ndarray:  # [a, b]: every figure of a at most b's
+        bound = v + _FIGURE_TOL * np.maximum(1.0, np.abs(v))
+        ok = v[:, None, 0] <= bound[None, :, 0]
+        for k in (1, 2):
+            ok &= (v[:, None, k] <= bound[None, :, k]) | ~both
+        return ok
+
+    time_le, cost_le = at_most(times), at_most(costs)
+    same_time = time_le & time_le.T
+    same = same_time & cost_le & cost_le.T
+    held = np.array([o.budget + o.cushion for o in rows], dtype=float)
+    held_less = held[:, None] < (held - _FIGURE_TOL * np.maximum(1.0, np.abs(held)))[None, :]
+    return same_time, time_le & cost_le & (~same | held_less)
+
+
 def shown(options: Sequence[Option], *, apart: frozenset[str] = frozenset()) -> list[Option]:
     """The options as the table shows them, true to their figures (the makespans and costs the
     options carry once the machines up, the boots and the longest sampled task count, which the
@@ -742,39 +772,50 @@ def shown(options: Sequence[Option], *, apart: frozenset[str] = frozenset()) -> 
     to the fastest row that dominates it. A row carrying a label of ``apart`` is not merged yet:
     before their odds, two rows the whole-task model ties (every machine, and fewer that end the
     same rounds) may still part once the odds replay varying runtimes.
+
+    The rows are merged in their order, each once, as if every merge started the table over: a
+    merge only relabels the row merged into, and removes the other, so no row before it gains a
+    twin, and only the relabelled row is looked at again. Every pair is compared once, by numpy
+    (:func:`_dominance`).
     """
     rows = list(options)
-    merged = True
-    while merged:  # twins: merge each dearer one into the cheapest row of the same makespan
-        merged = False
-        for i, row in enumerate(rows):
-            labels_here = (row.label, *row.also)
-            if any(label.endswith(NO_CUSHION) or label in apart for label in labels_here):
-                continue
-            if "fastest" in labels_here:
-                better = [o for o in rows if o is not row and dominates(o, row)]
-                pick = min(better, key=lambda o: (_figures(o)[0], _figures(o)[1], o.id)) if better else None
+    if not rows:
+        return []
+    same_time, dom = _dominance(rows)
+    np.fill_diagonal(dom, False)
+    twin_of = same_time & dom  # [a, b]: a is b's twin as fast for less
+    alive = np.ones(len(rows), dtype=bool)
+    i = 0
+    while i < len(rows):  # twins: merge each dearer one into the cheapest row of the same makespan
+        row = rows[i]
+        labels_here = (row.label, *row.also)
+        if not alive[i] or any(label.endswith(NO_CUSHION) or label in apart for label in labels_here):
+            i += 1
+            continue
+        if "fastest" in labels_here:
+            better = np.nonzero(dom[:, i] & alive)[0]
+            pick = (int(min(better, key=lambda k: (*_figures(rows[k]), rows[k].id))) if len(better) else None)
+        else:
+            twins = np.nonzero(twin_of[:, i] & alive)[0]
+            pick = int(min(twins, key=lambda k: (_figures(rows[k])[1], rows[k].id))) if len(twins) else None
+        if pick is None:
+            i += 1
+            continue
+        best = rows[pick]
+        labels = [label for label in labels_here if label != "pareto"]
+        if labels:
+            if best.label == "pareto" or best.label.endswith(NO_CUSHION):  # a schedule names the row now
+                kept = () if best.label == "pareto" else (best.label,)
+                best = replace(best, label=labels[0], also=(*labels[1:], *kept, *best.also))
             else:
-                twins = [o for o in rows if o is not row and _same(_figures(o)[0], _figures(row)[0])
-                         and dominates(o, row)]
-                pick = min(twins, key=lambda o: (_figures(o)[1], o.id)) if twins else None
-            if pick is None:
-                continue
-            cheapest = pick
-            best = cheapest
-            labels = [label for label in (row.label, *row.also) if label != "pareto"]
-            if labels:
-                if best.label == "pareto" or best.label.endswith(NO_CUSHION):  # a schedule names the row now
-                    kept = () if best.label == "pareto" else (best.label,)
-                    best = replace(best, label=labels[0], also=(*labels[1:], *kept, *best.also))
-                else:
-                    best = replace(best, also=(*best.also, *(x for x in labels if x not in (best.label, *best.also))))
-            rows = [best if o is cheapest else o for k, o in enumerate(rows) if k != i]
-            merged = True
-            break
-    rows = [replace(o, pareto=not any(dominates(other, o) for other in rows if other is not o)) for o in rows]
-    rows = [o for o in rows if o.pareto or o.also or o.label != "pareto"]
-    ordered = sorted(rows, key=lambda o: (o.cost, o.makespan_s))
+                best = replace(best, also=(*best.also, *(x for x in labels if x not in (best.label, *best.also))))
+        rows[pick] = best
+        alive[i] = False
+        i = min(i + 1, pick)  # the row merged into may now carry fastest: looked at again
+    dominated = np.asarray((dom & alive[:, None]).any(axis=0), dtype=bool)
+    marked = [replace(rows[i], pareto=not bool(dominated[i])) for i in np.nonzero(alive)[0]]
+    marked = [o for o in marked if o.pareto or o.also or o.label != "pareto"]
+    ordered = sorted(marked, key=lambda o: (o.cost, o.makespan_s))
     return [replace(option, id=i) for i, option in enumerate(ordered, start=1)]
 
 
