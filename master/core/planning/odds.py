@@ -57,6 +57,7 @@ checks the replay against the simulator, which runs the whole core.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,10 @@ TAIL_CAP = 5.0  # an unseen value is at most this many times the longest value s
 TAIL_K = 4  # the largest values the tail index is fitted to (fewer when the sample is smaller)
 MAX_DRAWS = 4_000_000  # numbers a replay draws at most (a larger bag is replayed in bundles of tasks)
 MIN_XI = 0.05  # the tail index is drawn no lower: the next value is not taken to equal the largest
+CHUNK_NUMBERS = 1 << 19  # numbers an array of the replay holds at most (more: replays in chunks, heads summed)
+POOL_GROUPS = 1024  # a pool of more than twice this many values is resampled by groups of neighbouring values
+HEAD_SDS = 4.5  # a slot's head ends this many standard deviations (of its task count) before the cut
+HEAD_TRIES = 3  # head windows widened this many times (each doubled) before a chunk replays every task
 
 
 @dataclass(frozen=True)
@@ -94,11 +99,16 @@ class RuntimeModel:
 
     def tail_index(self) -> tuple[int, float]:
         """(k, S) of Hill's estimator over the largest values seen: 1 / xi ~ Gamma(k, 1 / S)."""
-        values = np.concatenate([self.observed, self.censored])
-        values = np.sort(values[values > 0])
-        k = min(TAIL_K, len(values) - 1)
+        # only the largest TAIL_K + 1 values count: those of the sorted sample's end and of the running
+        total = int(np.count_nonzero(self.observed > 0)) + len(self.censored)
+        k = min(TAIL_K, total - 1)
         if k < 1:
             return 0, 0.0
+        running = self.censored
+        if len(running) > k + 1:
+            running = np.partition(running, len(running) - k - 1)[-k - 1:]
+        values = np.concatenate([self.observed[-k - 1:], running])
+        values = np.sort(values[values > 0])
         top = values[-k:]
         spread = float(np.log(top / values[-k - 1]).sum())
         return k, spread
@@ -119,9 +129,12 @@ class RuntimeModel:
         return float(max(self.observed[-1] if len(self.observed) else 0.0,
                          self.censored.max() if len(self.censored) else 0.0))
 
-    def pools(self, rng: np.random.Generator, replays: int, xi: np.ndarray) -> np.ndarray:
+    def pools(self, rng: np.random.Generator, replays: int, xi: np.ndarray) -> np.ndarray | Grouped:
         """Per replay, the bootstrap pool the tasks are drawn from: (replays, values); ``nan``
-        stands for the unseen value, drawn anew for each task that picks it (:meth:`draw`)."""
+        stands for the unseen value, drawn anew for each task that picks it (:meth:`draw`). A
+        sample of more than ``2 * POOL_GROUPS`` values gives a :class:`Grouped` pool instead."""
+        if len(self.observed) > 2 * POOL_GROUPS:
+            return self.grouped(rng, replays, xi)
         columns = [np.broadcast_to(self.observed, (replays, len(self.observed))), np.full((replays, 1), np.nan)]
         if len(self.censored):
             columns.insert(1, self.impute(rng, self.censored, xi))
@@ -129,8 +142,23 @@ class RuntimeModel:
         picks = rng.integers(0, base.shape[1], size=base.shape)
         return np.take_along_axis(base, picks, axis=1)
 
-    def draw(self, rng: np.random.Generator, pools: np.ndarray, xi: np.ndarray, size: int) -> np.ndarray:
+    def grouped(self, rng: np.random.Generator, replays: int, xi: np.ndarray) -> Grouped:
+        """The bootstrap pools of a large sample by groups (see :class:`Grouped`)."""
+        n = len(self.observed)
+        bounds = (np.arange(POOL_GROUPS + 1) * n) // POOL_GROUPS
+        starts, sizes = bounds[:-1], np.diff(bounds)
+        imputed = self.impute(rng, self.censored, xi) if len(self.censored) else np.zeros((replays, 0))
+        width = n + len(self.censored) + 1
+        weights = np.concatenate([sizes, np.ones(len(self.censored) + 1)]) / width
+        counts = rng.multinomial(width, weights, size=replays)
+        sums = np.add.reduceat(self.observed, starts)
+        squares = np.add.reduceat(self.observed * self.observed, starts)
+        return Grouped(counts, width, starts, sizes, imputed, sums / sizes, squares / sizes)
+
+    def draw(self, rng: np.random.Generator, pools: np.ndarray | Grouped, xi: np.ndarray, size: int) -> np.ndarray:
         """``size`` task runtimes per replay from its pool: (replays, size)."""
+        if isinstance(pools, Grouped):
+            return pools.draw(rng, self, xi, size)
         replays, width = pools.shape
         picks = rng.integers(0, width, size=(replays, size))
         picks += (np.arange(replays) * width)[:, None]
@@ -152,6 +180,58 @@ class RuntimeModel:
         from_sample = seen[index] if len(seen) else np.zeros_like(u)
         beyond = elapsed[None, :] * _pareto(rng, np.repeat(xi[:, None], len(elapsed), axis=1))
         return np.where(longer[None, :] > 0, from_sample, beyond)
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """Bootstrap pools of a sample too large to copy once per replay. The sample's sorted values
+    are cut into ``POOL_GROUPS`` groups of neighbours; a replay's pool keeps only how many of its
+    values came from each group (and from each running task, and the unseen value): those counts
+    are exactly the plain bootstrap's, aggregated (multinomial). A task that picks a group takes
+    one of its values at random: only the resampling within a group (its values are neighbours in
+    the sorted sample) is left out. Memory: replays x (groups + running tasks), whatever the size
+    of the sample."""
+
+    counts: np.ndarray  # (replays, columns): groups, running tasks, the unseen value
+    width: int  # values in each pool
+    starts: np.ndarray  # per group: its first value in the sorted sample
+    sizes: np.ndarray  # per group: its values
+    imputed: np.ndarray  # (replays, running tasks): their whole runtimes
+    mean: np.ndarray  # per group: the mean of its values
+    square: np.ndarray  # per group: the mean of their squares
+
+    def rows(self, sl: slice) -> Grouped:
+        return dataclasses.replace(self, counts=self.counts[sl], imputed=self.imputed[sl])
+
+    def draw(self, rng: np.random.Generator, model: RuntimeModel, xi: np.ndarray, size: int) -> np.ndarray:
+        replays, columns = self.counts.shape
+        cum = np.cumsum(self.counts, axis=1)
+        rows = np.arange(replays)[:, None]
+        picks = rng.integers(0, self.width, size=(replays, size))
+        flat = np.searchsorted((cum + rows * self.width).ravel(), (picks + rows * self.width).ravel(), side="right")
+        column = flat.reshape(replays, size) - rows * columns
+        groups = len(self.sizes)
+        in_group = column < groups
+        g = np.minimum(column, groups - 1)
+        index = self.starts[g] + (rng.random((replays, size)) * self.sizes[g]).astype(np.int64)
+        runtimes = np.where(in_group, model.observed[np.minimum(index, len(model.observed) - 1)], 0.0)
+        running = (column >= groups) & (column < columns - 1)
+        if running.any():
+            r, k = np.nonzero(running)
+            runtimes[r, k] = self.imputed[r, column[r, k] - groups]
+        unseen = column == columns - 1
+        if unseen.any():
+            runtimes[unseen] = model.top * _pareto(rng, xi[np.nonzero(unseen)[0]])
+        return runtimes
+
+    def moments(self, rng: np.random.Generator, model: RuntimeModel, xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per replay, the mean and standard deviation of its pool (the unseen value drawn once)."""
+        groups = len(self.sizes)
+        unseen = model.top * _pareto(rng, xi)
+        n_g, n_run, n_unseen = self.counts[:, :groups], self.counts[:, groups:-1], self.counts[:, -1]
+        mean = (n_g @ self.mean + (n_run * self.imputed).sum(axis=1) + n_unseen * unseen) / self.width
+        square = (n_g @ self.square + (n_run * self.imputed ** 2).sum(axis=1) + n_unseen * unseen ** 2) / self.width
+        return mean, np.sqrt(np.maximum(0.0, square - mean * mean))
 
 
 def _pareto(rng: np.random.Generator, xi: np.ndarray) -> np.ndarray:
@@ -256,64 +336,248 @@ def replay(fleet: Fleet, n_tasks: int, model: RuntimeModel, rng: np.random.Gener
         else:  # a slot let go takes tasks while their mean fits before its release
             expected = float(np.max(fleet.limit_s[idx] / np.maximum(fleet.mean_s[idx], 1e-12)))
         draws.append(int(min(n_tasks, math.ceil(1.2 * expected + 3.0 * math.sqrt(expected) + 4))))
-    # a large bag: each draw stands for ``bundle`` tasks in a row, its runtime the sum of that many
-    # draws (normal by the central limit, with the replay's own pool's mean and variance), so the
-    # arrays stay within MAX_DRAWS numbers whatever the bag's size
-    bundle = max(1, math.ceil(replays * sum(len(idx) * d for idx, d in zip(groups, draws)) / MAX_DRAWS))
-    if bundle > 1:
-        n_tasks = math.ceil(n_tasks / bundle)
-        draws = [max(4, math.ceil(d / bundle)) for d in draws]
-        filled = np.where(np.isnan(pools), model.top * _pareto(rng, np.repeat(xi[:, None], pools.shape[1], axis=1)),
-                          pools)
-        pool_mean, pool_sd = filled.mean(axis=1), filled.std(axis=1)
+    per_replay = sum(len(idx) * d for idx, d in zip(groups, draws))
+    run = _Run(fleet, model, rng, groups, working, busy, n_tasks)
+    slot_end = np.empty((replays, n_slots))
+    used = np.empty((replays, n_slots), dtype=bool)
+    cut = np.empty(replays)
+    if replays * per_replay <= CHUNK_NUMBERS:  # every task drawn at once
+        slot_end[:], used[:], cut[:] = run.whole(first_free, pools, xi, draws)
+    else:  # in chunks of replays, the bulk of each slot's tasks summed (see the module docstring)
+        mean, sd = _moments(rng, model, pools, xi)
+        chunk = max(1, CHUNK_NUMBERS // max(1, run.head_numbers(first_free, mean, sd)))
+        for lo in range(0, replays, chunk):
+            sl = slice(lo, min(replays, lo + chunk))
+            part = _rows(pools, sl)
+            found = run.headed(first_free[sl], part, xi[sl], mean[sl], sd[sl])
+            if found is None:  # heads that missed the cut: every task drawn, in bundles if need be
+                found = run.whole(first_free[sl], part, xi[sl], draws, mean[sl], sd[sl])
+            slot_end[sl], used[sl], cut[sl] = found
+    makespan = np.where(np.isfinite(cut), slot_end.max(axis=1), np.inf)
+    return makespan, _cost(fleet, slot_end, used, replays)
 
-    def runtimes_of(size: int) -> np.ndarray:
-        if bundle == 1:
-            return model.draw(rng, pools, xi, size)
-        z = rng.standard_normal((replays, size))
-        return np.maximum(0.0, bundle * pool_mean[:, None] + math.sqrt(bundle) * pool_sd[:, None] * z)
 
-    while True:
+def _rows(pools: np.ndarray | Grouped, sl: slice) -> np.ndarray | Grouped:
+    return pools.rows(sl) if isinstance(pools, Grouped) else pools[sl]
+
+
+def _moments(rng: np.random.Generator, model: RuntimeModel, pools: np.ndarray | Grouped,
+             xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per replay, its pool's mean and standard deviation (each unseen value drawn)."""
+    if isinstance(pools, Grouped):
+        return pools.moments(rng, model, xi)
+    filled = np.where(np.isnan(pools), model.top * _pareto(rng, np.repeat(xi[:, None], pools.shape[1], axis=1)), pools)
+    return filled.mean(axis=1), filled.std(axis=1)
+
+
+def _nth(flat: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per row, its k-th smallest value (1-based; inf when the row has fewer)."""
+    out = np.full(len(flat), np.inf)
+    if len(np.unique(k)) == 1:
+        kk = int(k[0])
+        if 1 <= kk <= flat.shape[1]:
+            out[:] = np.partition(flat, kk - 1, axis=1)[:, kk - 1]
+        return out
+    for r, kk in enumerate(k.tolist()):
+        if 1 <= kk <= flat.shape[1]:
+            out[r] = np.partition(flat[r], kk - 1)[kk - 1]
+    return out
+
+
+def _taken(flat: np.ndarray, cut: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The starts each replay takes: those up to its cut, ties at the cut kept in slot order, k in all."""
+    taken = flat <= cut[:, None]
+    extra = taken.sum(axis=1) - k
+    if np.any(extra > 0):  # starts tied at the cut: keep the first ones in slot order, k in all
+        at_cut = flat == cut[:, None]
+        need = (at_cut.sum(axis=1) - extra)[:, None]
+        taken &= ~(at_cut & (np.cumsum(at_cut, axis=1) > need))
+    return taken
+
+
+@dataclasses.dataclass
+class _Run:
+    """One replay's fixed parts, shared by its chunks."""
+
+    fleet: Fleet
+    model: RuntimeModel
+    rng: np.random.Generator
+    groups: list[np.ndarray]
+    working: np.ndarray
+    busy: np.ndarray
+    n_tasks: int
+
+    def whole(self, first_free: np.ndarray, pools: np.ndarray | Grouped, xi: np.ndarray, draws: list[int],
+              mean: np.ndarray | None = None, sd: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(slot ends, slots used, cut) of replays that draw every task: each slot's task starts are
+        the cumulative sums of its draws, the bag's tasks the earliest starts. More than
+        ``MAX_DRAWS`` numbers: bundles of tasks, each the sum of that many draws (normal)."""
+        fleet, model, rng, groups, working, n_tasks = (self.fleet, self.model, self.rng, self.groups, self.working,
+                                                      self.n_tasks)
+        draws = list(draws)
+        replays = len(first_free)
+        # a large bag: each draw stands for ``bundle`` tasks in a row, its runtime the sum of that many
+        # draws (normal by the central limit, with the replay's own pool's mean and variance), so the
+        # arrays stay within MAX_DRAWS numbers whatever the bag's size
+        bundle = max(1, math.ceil(replays * sum(len(idx) * d for idx, d in zip(groups, draws)) / MAX_DRAWS))
+        if bundle > 1:
+            n_tasks = math.ceil(n_tasks / bundle)
+            draws = [max(4, math.ceil(d / bundle)) for d in draws]
+            if mean is None or sd is None:
+                mean, sd = _moments(rng, model, pools, xi)
+            pool_mean, pool_sd = mean, sd
+
+        def runtimes_of(size: int) -> np.ndarray:
+            if bundle == 1:
+                return model.draw(rng, pools, xi, size)
+            z = rng.standard_normal((replays, size))
+            return np.maximum(0.0, bundle * pool_mean[:, None] + math.sqrt(bundle) * pool_sd[:, None] * z)
+
+        while True:
+            parts = []
+            for idx, d in zip(groups, draws):
+                runtimes = runtimes_of(len(idx) * d).reshape(replays, len(idx), d)
+                runtimes *= fleet.ratio[idx][None, :, None]
+                ends = first_free[:, idx, None] + np.cumsum(runtimes, axis=2)
+                starts = ends - runtimes
+                if not working[idx[0]]:  # a slot let go takes only a task whose mean ends before its release
+                    late = starts + fleet.mean_s[idx][None, :, None] > fleet.limit_s[idx][None, :, None] + 1e-9
+                    starts[late] = np.inf
+                parts.append((starts, ends))
+            flat = np.concatenate([st.reshape(replays, -1) for st, _e in parts], axis=1)
+            if flat.shape[1] < n_tasks:
+                cut = np.full(replays, np.inf)
+            else:
+                cut = np.partition(flat, n_tasks - 1, axis=1)[:, n_tasks - 1]  # the N-th earliest start
+            # a group whose slots used every draw might have taken more: it draws half as many again
+            short = [g for g, (st, _e) in enumerate(parts)
+                     if draws[g] < n_tasks and np.any(st[:, :, -1] <= cut[:, None])]
+            if not short:
+                break
+            for g in short:
+                draws[g] = min(n_tasks, math.ceil(1.5 * draws[g]))
+        taken_flat = _taken(flat, cut, np.full(replays, n_tasks))
+        slot_end = np.where(self.busy[None, :], first_free, 0.0)
+        used = np.repeat(self.busy[None, :], replays, axis=0)
+        self._ends(parts, taken_flat, slot_end, used)
+        return slot_end, used, cut
+
+    def _ends(self, parts: list[tuple[np.ndarray, np.ndarray]], taken_flat: np.ndarray, slot_end: np.ndarray,
+              used: np.ndarray) -> None:
+        offset = 0
+        for idx, (starts, ends) in zip(self.groups, parts):
+            size = starts.shape[1] * starts.shape[2]
+            taken = taken_flat[:, offset:offset + size].reshape(starts.shape)
+            offset += size
+            took = taken.any(axis=2)
+            slot_end[:, idx] = np.where(took, np.where(taken, ends, -np.inf).max(axis=2), slot_end[:, idx])
+            used[:, idx] |= took
+
+    # ------------------------------------------------------------ heads: the bulk of a slot's tasks summed
+    def _cv(self, mean: np.ndarray, sd: np.ndarray) -> float:
+        """The largest coefficient of variation of a runtime over the replays' pools."""
+        return float(np.max(sd / np.maximum(mean, 1e-12)))
+
+    def _first_heads(self, first_free: np.ndarray, mean: np.ndarray, sd: np.ndarray,
+                     sds: float) -> tuple[np.ndarray, np.ndarray]:
+        """(per slot its first head, per slot the margin of its second): the tasks each working slot
+        surely takes, from the bag's expected end, ``sds`` standard deviations of its count short."""
+        fleet, working = self.fleet, self.working
+        cv = self._cv(mean, sd)
+        task_s = float(np.mean(mean)) * fleet.ratio  # a slot's mean runtime in this replay's pools
+        free = first_free.mean(axis=0)
+        lo, hi = float(free[working].min()), float(free[working].max()) + self.n_tasks * float(task_s[working].max())
+        for _ in range(60):  # the time at which the working slots have started n_tasks tasks, expected
+            mid = 0.5 * (lo + hi)
+            if np.where(working, np.maximum(0.0, mid - free) / np.maximum(task_s, 1e-12), 0.0).sum() < self.n_tasks:
+                lo = mid
+            else:
+                hi = mid
+        expected = np.where(working, np.maximum(0.0, hi - free) / np.maximum(task_s, 1e-12), 0.0)
+        margin = sds * cv * np.sqrt(expected) + 4.0
+        head = np.where(working, np.floor(np.maximum(0.0, expected - margin)), 0.0)
+        second = sds * cv * np.sqrt(margin) + 3.0
+        return head, second
+
+    def head_numbers(self, first_free: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> int:
+        """The numbers one replay draws with heads (its windows of whole tasks), for the chunks' size."""
+        _head, second = self._first_heads(first_free, mean, sd, HEAD_SDS)
+        return int(np.sum(np.where(self.working, np.ceil(2.0 * second) + 4, self._let_go_draws())))
+
+    def _let_go_draws(self) -> np.ndarray:
+        fleet = self.fleet
+        fits = np.where(self.working, 0.0, np.ceil(np.nan_to_num(fleet.limit_s / np.maximum(fleet.mean_s, 1e-12),
+                                                                  posinf=0.0)) + 2)
+        return np.minimum(fits, self.n_tasks)
+
+    def _sum_of(self, count: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
+        """The runtime of ``count`` tasks in a row per replay and slot (normal by the central limit)."""
+        z = self.rng.standard_normal(count.shape)
+        return np.maximum(0.0, count * mean[:, None] + np.sqrt(count) * sd[:, None] * z) * self.fleet.ratio[None, :]
+
+    def headed(self, first_free: np.ndarray, pools: np.ndarray | Grouped, xi: np.ndarray, mean: np.ndarray,
+               sd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(slot ends, slots used, cut) of replays whose slots sum the bulk of their tasks (heads) and
+        draw only a window of whole tasks around the bag's end; None when a head missed it."""
+        sds = HEAD_SDS
+        for _try in range(HEAD_TRIES):
+            found = self._headed_once(first_free, pools, xi, mean, sd, sds)
+            if found is not None:
+                return found
+            sds *= 2.0
+        return None
+
+    def _headed_once(self, first_free: np.ndarray, pools: np.ndarray | Grouped, xi: np.ndarray, mean: np.ndarray,
+                     sd: np.ndarray, sds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        fleet, model, rng, working, n_tasks = self.fleet, self.model, self.rng, self.working, self.n_tasks
+        replays, n_slots = first_free.shape
+        head, second = self._first_heads(first_free, mean, sd, sds)
+        head = np.broadcast_to(head, (replays, n_slots))
+        head_end = first_free + np.where(head > 0, self._sum_of(head, mean, sd), 0.0)
+        # where each replay's bag ends, from its heads' ends and its slots' rates (the working ones
+        # that have not passed it), then a second head each slot surely takes before it
+        rate = np.where(working[None, :], 1.0 / np.maximum(mean[:, None] * fleet.ratio[None, :], 1e-12), 0.0)
+        left = n_tasks - head.sum(axis=1)
+        active = np.broadcast_to(working, (replays, n_slots))
+        end = np.zeros(replays)
+        for _ in range(4):
+            end = (left + (head_end * rate * active).sum(axis=1)) / np.maximum((rate * active).sum(axis=1), 1e-300)
+            active = working[None, :] & (head_end < end[:, None])
+        more = np.where(working[None, :], np.floor(np.maximum(0.0, (end[:, None] - head_end) * rate - second[None, :])),
+                        0.0)
+        head = head + more
+        if np.any(head.sum(axis=1) >= n_tasks):
+            return None
+        head_end = head_end + np.where(more > 0, self._sum_of(more, mean, sd), 0.0)
+        window = [int(min(n_tasks, np.ceil(2.0 * float(np.max(second[idx]))) + 4)) if working[idx[0]]
+                  else int(np.max(self._let_go_draws()[idx])) for idx in self.groups]
         parts = []
-        for idx, d in zip(groups, draws):
-            runtimes = runtimes_of(len(idx) * d).reshape(replays, len(idx), d)
+        for idx, d in zip(self.groups, window):
+            runtimes = model.draw(rng, pools, xi, len(idx) * d).reshape(replays, len(idx), d)
             runtimes *= fleet.ratio[idx][None, :, None]
-            ends = first_free[:, idx, None] + np.cumsum(runtimes, axis=2)
+            ends = head_end[:, idx, None] + np.cumsum(runtimes, axis=2)
             starts = ends - runtimes
-            if not working[idx[0]]:  # a slot let go takes only a task whose mean ends before its release
+            if not working[idx[0]]:
                 late = starts + fleet.mean_s[idx][None, :, None] > fleet.limit_s[idx][None, :, None] + 1e-9
                 starts[late] = np.inf
             parts.append((starts, ends))
         flat = np.concatenate([st.reshape(replays, -1) for st, _e in parts], axis=1)
-        if flat.shape[1] < n_tasks:
-            cut = np.full(replays, np.inf)
-        else:
-            cut = np.partition(flat, n_tasks - 1, axis=1)[:, n_tasks - 1]  # the N-th earliest start
-        # a group whose slots used every draw might have taken more: it draws half as many again
-        short = [g for g, (st, _e) in enumerate(parts)
-                 if draws[g] < n_tasks and np.any(st[:, :, -1] <= cut[:, None])]
-        if not short:
-            break
-        for g in short:
-            draws[g] = min(n_tasks, math.ceil(1.5 * draws[g]))
-    taken_flat = flat <= cut[:, None]
-    extra = taken_flat.sum(axis=1) - n_tasks
-    if np.any(extra > 0):  # starts tied at the cut: keep the first ones in slot order, N in all
-        at_cut = flat == cut[:, None]
-        need = (at_cut.sum(axis=1) - extra)[:, None]
-        taken_flat &= ~(at_cut & (np.cumsum(at_cut, axis=1) > need))
-    slot_end = np.where(busy[None, :], first_free, 0.0)
-    used = np.repeat(busy[None, :], replays, axis=0)
-    offset = 0
-    for idx, (starts, ends) in zip(groups, parts):
-        size = starts.shape[1] * starts.shape[2]
-        taken = taken_flat[:, offset:offset + size].reshape(starts.shape)
-        offset += size
-        took = taken.any(axis=2)
-        slot_end[:, idx] = np.where(took, np.where(taken, ends, -np.inf).max(axis=2), slot_end[:, idx])
-        used[:, idx] |= took
-    makespan = np.where(np.isfinite(cut), slot_end.max(axis=1), np.inf)
-    return makespan, _cost(fleet, slot_end, used, replays)
+        k = (n_tasks - head.sum(axis=1)).astype(np.int64)
+        cut = _nth(flat, k)
+        if not np.all(np.isfinite(cut)):
+            return None
+        # every head's tasks started by the cut, and no window used up before it
+        if np.any((head > 0) & (head_end > cut[:, None])):
+            return None
+        for idx, (st, _e) in zip(self.groups, parts):
+            if working[idx[0]] and np.any(st[:, :, -1] <= cut[:, None]):
+                return None
+        taken_flat = _taken(flat, cut, k)
+        headed = head > 0
+        slot_end = np.where(headed, head_end, np.where(self.busy[None, :], first_free, 0.0))
+        used = headed | self.busy[None, :]
+        self._ends(parts, taken_flat, slot_end, used)
+        return slot_end, used, cut
 
 
 def _cost(fleet: Fleet, slot_end: np.ndarray, used: np.ndarray, replays: int) -> np.ndarray:
