@@ -30,7 +30,9 @@
     on one master, no-op and ``sleep 1`` bags; the master's CPU per no-op task with 2 workers, its
     start-up and its RSS at 200,000 tasks; 10,000 ``true`` beside ``xargs -P2`` and GNU parallel.
 12. Options with odds (``bench/odds_bench.py``): a 5,000-task bag on 5 clusters sampled in virtual
-    time, the time from the end of its sample to the options with their odds (goal: 5 s).
+    time, the time from the end of its sample to the options with their odds (goal: 5 s); and
+    ``bats-sim`` on 50,000 tasks and 1,000 machines, whose every monitoring step re-estimates the
+    odds: its peak RSS and wall time.
 
 Writes ``bench/RESULTS.md`` (``--quick`` writes ``bench/out/RESULTS-quick.md`` unless ``--output``
 is given, so a smoke run never replaces the real results). Every run gets a fresh temporary
@@ -1209,8 +1211,10 @@ def main(argv: list[str] | None = None) -> int:
             from odds_bench import bench_odds
 
             samples = 1 if args.quick else 3
-            log(f"benchmark 12: options with odds, 5,000 tasks on 5 clusters, {samples} bag(s)")
-            sections.append(bench_odds(samples))
+            log(f"benchmark 12: options with odds, 5,000 tasks on 5 clusters, {samples} bag(s), and bats-sim's "
+                "50,000 tasks on 1,000 machines")
+            odds_config = write_sim_config(work / "sim-odds.toml", SIM_BIG_PER_CLUSTER)
+            sections.append(bench_odds(samples, lambda n: run_sim(work, odds_config, n)))
     write_results(output, sections, args, argv, started, started_at, env, git)
     log(f"wrote {output} ({(time.perf_counter() - started) / 60:.1f} min)")
     return 0

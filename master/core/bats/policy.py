@@ -118,6 +118,7 @@ __all__ = [
 
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
 REARM = 0.05  # a warned run warns again only after its chance has come back this far above the threshold
+DECISIVE_SDS = 4.5  # a check's first half of replays this many standard deviations below the threshold: short
 ODDS_ALL = 40  # up to this many options all get their odds; beyond, the ones a table shows (spread)
 ODDS_DECIDE = frozenset({"fastest"})  # every machine, tied by the whole-task model with fewer: the odds decide
 NOTHING_LEFT = "nothing left to run: billed by the second, it would pay for waiting"
@@ -508,11 +509,13 @@ class BatsCore(c.Core):
         ratio = {name: means[name] / means[names[0]] for name in names}
         observed = [np.asarray(self.estimates[names[0]].sample, dtype=float)]
         censored = []
-        for name in names:
-            observed.append(np.asarray(self.estimates[name].finished, dtype=float) / ratio[name])
+        for name in names:  # each sorted, and a ratio keeps the order: the runs merge, nothing is sorted anew
+            observed.append(self.estimates[name].finished_sorted() / ratio[name])
             censored.append(np.asarray(self._running_for(name, now), dtype=float) / ratio[name])
+        seen = np.concatenate(observed)
+        seen.sort(kind="stable")
         try:
-            return RuntimeModel.of(np.concatenate(observed), np.concatenate(censored)), ratio
+            return RuntimeModel.of(seen, np.concatenate(censored), presorted=True), ratio
         except ValueError:
             return None
 
@@ -816,7 +819,8 @@ class BatsCore(c.Core):
         """(chance, needed, money left): the share of replays of the tasks not started yet, on the
         machines the run keeps (their running tasks, their paid time) and those it waits for, that
         end within the money left, and the money that would bring that share to the threshold.
-        None without a budget or estimates."""
+        ``replays`` at most: half of them when those settle whether the chance is below the
+        threshold (see below). None without a budget or estimates."""
         if self.budget is None or not self.estimates:
             return None
         fitted = self.odds_model(now)
@@ -843,9 +847,23 @@ class BatsCore(c.Core):
                 counts[name] = counts.get(name, 0) + n
         clusters = self._planner(max(1, self.remaining)).clusters
         fleet = fleet_of(counts, clusters, ratio, paid, self._boot_times(), running, keep_first=True)
-        _makespan, cost = replay(fleet, self.execution._tasks_not_started(), model, self.odds_rng, replays)
-        chance = chance_within(cost, money)
+        left = self.execution._tasks_not_started()
         threshold = self.settings.short_threshold
+        # half the replays first, kept when they settle the answer: all of them within the money (a
+        # chance at or below the threshold shows that at most 0.5 % of the time, at 90 % and 50
+        # replays), or, in a run already warned (the money it would take is said), so few that the
+        # chance is DECISIVE_SDS deviations below it. Otherwise all the replays from the same draws
+        # (the same figures as without the first look)
+        state = self.odds_rng.bit_generator.state
+        half = replays // 2
+        _makespan, cost = replay(fleet, left, model, self.odds_rng, max(1, half))
+        within = int(np.sum(cost <= money + 1e-9))
+        p = min(1.0, max(0.0, threshold))
+        short = self.short_warned and within < half * p - DECISIVE_SDS * math.sqrt(half * p * (1.0 - p))
+        if half < 1 or not (within == half or short):
+            self.odds_rng.bit_generator.state = state
+            _makespan, cost = replay(fleet, left, model, self.odds_rng, replays)
+        chance = chance_within(cost, money)
         needed = max(0.0, float(np.quantile(cost, min(1.0, threshold), method="higher")) - money)
         return chance, needed, money
 

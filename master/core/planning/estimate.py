@@ -59,6 +59,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
+import numpy as np
+
 from ..billing import EPS as _EPS
 
 REPLICATED_TASKS = 7  # n_lr: tasks replicated on every cluster for the regression (§2.2)
@@ -219,6 +221,7 @@ class RuntimeEstimate:
         self._mean_done = 0.0
         self._m2_done = 0.0  # Welford: sum of squared deviations of the done runtimes
         self._finished: list[float] = []  # the done runtimes outside the sample (the odds resample them)
+        self._finished_sorted = np.zeros(0)  # the first len() of them, sorted (built up as they come)
         for runtime in sample:
             self.add_sample(runtime)
 
@@ -256,6 +259,20 @@ class RuntimeEstimate:
     def finished(self) -> tuple[float, ...]:
         """The done runtimes outside the sample, in the order they ended."""
         return tuple(self._finished)
+
+    def finished_sorted(self) -> np.ndarray:
+        """The done runtimes outside the sample, sorted ascending (a read-only array). The odds ask
+        it at every monitoring step: only the runtimes since the last call are sorted, then merged
+        (a stable sort of two sorted runs is one merge), so a run of a million tasks costs a copy,
+        not a sort, per step."""
+        done = len(self._finished_sorted)
+        if done < len(self._finished):
+            fresh = np.sort(np.asarray(self._finished[done:], dtype=float))
+            merged = np.concatenate([self._finished_sorted, fresh])
+            merged.sort(kind="stable")
+            merged.flags.writeable = False
+            self._finished_sorted = merged
+        return self._finished_sorted
 
     def _add_done(self, value: float) -> None:
         self._n_done += 1

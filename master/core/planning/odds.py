@@ -44,10 +44,26 @@ execution does. The makespan is the last end among the tasks started; a machine 
 machine up pays the ATUs it begins past the time it has paid, a new one every ATU from its
 acquisition (its boot within). Everything is numpy over (replays x slots x draws).
 
-A bag too large for ``MAX_DRAWS`` numbers is replayed in bundles of k consecutive tasks of a
-slot, each bundle's runtime the sum of k draws by the central limit theorem (normal, with the
-replay's pool's mean and variance): the total work and its uncertainty stay, the end of the bag
-is coarser by one bundle.
+**A large bag** (more than ``WHOLE_NUMBERS`` numbers drawn at once; a smaller one is replayed as
+above, number for number). Memory and time then stay independent of the bag's size and of the
+sample's:
+
+- the replays run in chunks of replays, each chunk's arrays within ``CHUNK_NUMBERS`` numbers;
+- a slot's *head*, the tasks it surely takes, is one draw: the sum of that many runtimes, normal by
+  the central limit with the replay's own pool's mean and variance. The first head stops
+  ``HEAD_SDS`` standard deviations of the slot's task count short of the bag's expected end; from
+  the heads' ends each replay places its own end and adds a second head that stops as far short
+  of it (a few tasks' worth); only a window of whole tasks around the end is drawn, so the end of
+  the bag, the machines' last tasks and their bills, stay whole-task. A head that would reach past
+  the cut, or a window used up before it, is detected and the chunk replayed with wider windows
+  (``HEAD_TRIES`` times), then with every task drawn (in bundles of k consecutive tasks of a slot,
+  each the sum of k draws, when one replay's draws pass ``CHUNK_NUMBERS`` numbers);
+- a sample of more than ``2 * POOL_GROUPS`` values (a run that has finished thousands of tasks)
+  is resampled by groups of neighbouring sorted values (:class:`Grouped`): the Poisson bootstrap's
+  counts per group, a task taking one of its group's values at random.
+
+Against the replay that draws every task the odds agree within their Monte-Carlo noise
+(``tests/core/test_odds.py``); against its bundles they are finer at the bag's end.
 
 What the replay leaves out, on purpose: the execution's re-plans and the end-game's copies (both
 shorten a late run, so the makespan odds lean long), and the money a re-plan would spend on
@@ -58,6 +74,7 @@ checks the replay against the simulator, which runs the whole core.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -72,9 +89,10 @@ REPLAYS = 200  # replays per option: P99 is then the 2nd largest cost
 MONITOR_REPLAYS = 100  # replays of a check during the execution (P90 is what it asks)
 TAIL_CAP = 5.0  # an unseen value is at most this many times the longest value seen
 TAIL_K = 4  # the largest values the tail index is fitted to (fewer when the sample is smaller)
-MAX_DRAWS = 4_000_000  # numbers a replay draws at most (a larger bag is replayed in bundles of tasks)
+MAX_DRAWS = 4_000_000  # numbers drawn at once at most, every task drawn (a larger bag: in bundles of tasks)
 MIN_XI = 0.05  # the tail index is drawn no lower: the next value is not taken to equal the largest
-CHUNK_NUMBERS = 1 << 19  # numbers an array of the replay holds at most (more: replays in chunks, heads summed)
+WHOLE_NUMBERS = 1 << 18  # numbers a replay draws at once at most (more: replays in chunks, heads summed)
+CHUNK_NUMBERS = 1 << 17  # numbers an array of a chunk of replays holds at most
 POOL_GROUPS = 1024  # a pool of more than twice this many values is resampled by groups of neighbouring values
 HEAD_SDS = 4.5  # a slot's head ends this many standard deviations (of its task count) before the cut
 HEAD_TRIES = 3  # head windows widened this many times (each doubled) before a chunk replays every task
@@ -88,8 +106,10 @@ class RuntimeModel:
     censored: np.ndarray  # elapsed times of tasks still running
 
     @classmethod
-    def of(cls, observed: Sequence[float] | np.ndarray, censored: Sequence[float] | np.ndarray = ()) -> RuntimeModel:
-        seen = np.sort(np.asarray(observed, dtype=float))
+    def of(cls, observed: Sequence[float] | np.ndarray, censored: Sequence[float] | np.ndarray = (),
+           presorted: bool = False) -> RuntimeModel:
+        """The model of these runtimes (``presorted``: ``observed`` is sorted ascending already)."""
+        seen = np.asarray(observed, dtype=float) if presorted else np.sort(np.asarray(observed, dtype=float))
         running = np.asarray(censored, dtype=float)
         seen = seen[np.isfinite(seen) & (seen >= 0)]
         running = running[np.isfinite(running) & (running > 0)]
@@ -148,12 +168,14 @@ class RuntimeModel:
         bounds = (np.arange(POOL_GROUPS + 1) * n) // POOL_GROUPS
         starts, sizes = bounds[:-1], np.diff(bounds)
         imputed = self.impute(rng, self.censored, xi) if len(self.censored) else np.zeros((replays, 0))
-        width = n + len(self.censored) + 1
-        weights = np.concatenate([sizes, np.ones(len(self.censored) + 1)]) / width
-        counts = rng.multinomial(width, weights, size=replays)
+        counts = rng.poisson(np.concatenate([sizes, np.ones(len(self.censored) + 1)]), size=(replays, POOL_GROUPS
+                                                                                               + len(self.censored) + 1))
+        totals = counts.sum(axis=1)
+        counts[totals == 0, 0] = 1  # a pool of nothing is not a pool (never, with thousands of values)
+        totals = counts.sum(axis=1)
         sums = np.add.reduceat(self.observed, starts)
         squares = np.add.reduceat(self.observed * self.observed, starts)
-        return Grouped(counts, width, starts, sizes, imputed, sums / sizes, squares / sizes)
+        return Grouped(counts, totals, int(totals.max()), starts, sizes, imputed, sums / sizes, squares / sizes)
 
     def draw(self, rng: np.random.Generator, pools: np.ndarray | Grouped, xi: np.ndarray, size: int) -> np.ndarray:
         """``size`` task runtimes per replay from its pool: (replays, size)."""
@@ -186,14 +208,17 @@ class RuntimeModel:
 class Grouped:
     """Bootstrap pools of a sample too large to copy once per replay. The sample's sorted values
     are cut into ``POOL_GROUPS`` groups of neighbours; a replay's pool keeps only how many of its
-    values came from each group (and from each running task, and the unseen value): those counts
-    are exactly the plain bootstrap's, aggregated (multinomial). A task that picks a group takes
-    one of its values at random: only the resampling within a group (its values are neighbours in
-    the sorted sample) is left out. Memory: replays x (groups + running tasks), whatever the size
-    of the sample."""
+    values came from each group (and from each running task, and the unseen value). The counts are
+    the Poisson bootstrap's (each value in the pool a Poisson(1) number of times, so a group of m
+    values Poisson(m) times): the plain bootstrap's but for the pool's size, which varies by one
+    part in the square root of it, and many times cheaper to draw than a multinomial. A task that
+    picks a group takes one of its values at random: only the resampling within a group (its
+    values are neighbours in the sorted sample) is left out. Memory: replays x (groups + running
+    tasks), whatever the size of the sample."""
 
     counts: np.ndarray  # (replays, columns): groups, running tasks, the unseen value
-    width: int  # values in each pool
+    totals: np.ndarray  # per replay: the values in its pool
+    stride: int  # the largest total: row r's positions are offset by r * stride
     starts: np.ndarray  # per group: its first value in the sorted sample
     sizes: np.ndarray  # per group: its values
     imputed: np.ndarray  # (replays, running tasks): their whole runtimes
@@ -201,27 +226,54 @@ class Grouped:
     square: np.ndarray  # per group: the mean of their squares
 
     def rows(self, sl: slice) -> Grouped:
-        return dataclasses.replace(self, counts=self.counts[sl], imputed=self.imputed[sl])
+        return dataclasses.replace(self, counts=self.counts[sl], imputed=self.imputed[sl], totals=self.totals[sl])
+
+    @functools.cached_property
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ends, guide): per replay and column the end of its values in the pool (cumulative counts,
+        row r offset by r * stride, flat); per replay a guide of 2 bins a column, each bin's first
+        column, so that finding a position's column takes a look-up and a step or two."""
+        replays, columns = self.counts.shape
+        rows = np.arange(replays)[:, None]
+        ends = (np.cumsum(self.counts, axis=1) + rows * self.stride).ravel()
+        bins = 2 * columns
+        edges = (np.arange(bins)[None, :] * self.totals[:, None]) // bins
+        guide = np.searchsorted(ends, (edges + rows * self.stride).ravel(), side="right")
+        return ends, guide.reshape(replays, bins)
 
     def draw(self, rng: np.random.Generator, model: RuntimeModel, xi: np.ndarray, size: int) -> np.ndarray:
         replays, columns = self.counts.shape
-        cum = np.cumsum(self.counts, axis=1)
+        ends, guide = self._index
+        bins = guide.shape[1]
         rows = np.arange(replays)[:, None]
-        picks = rng.integers(0, self.width, size=(replays, size))
-        flat = np.searchsorted((cum + rows * self.width).ravel(), (picks + rows * self.width).ravel(), side="right")
-        column = flat.reshape(replays, size) - rows * columns
+        totals = self.totals[:, None]
+        position = rng.random((replays, size)) * totals  # where in its pool each task picks
+        position += rows * self.stride  # flat, as ``ends``
+        whole = position.astype(np.int64)
+        column = guide.ravel()[((whole - rows * self.stride) * bins) // totals + rows * bins].ravel()
+        whole = whole.ravel()
+        behind = np.nonzero(ends[column] <= whole)[0]
+        while len(behind):  # a column or more past the bin's first
+            column[behind] += 1
+            behind = behind[ends[column[behind]] <= whole[behind]]
+        column = column.reshape(replays, size)
+        count = self.counts.ravel()[column]
+        # a group's value: the fraction of the way into its copies says which of its values
+        within = (position - (ends[column] - count)) / np.maximum(1, count)
+        column -= rows * columns
         groups = len(self.sizes)
-        in_group = column < groups
         g = np.minimum(column, groups - 1)
-        index = self.starts[g] + (rng.random((replays, size)) * self.sizes[g]).astype(np.int64)
-        runtimes = np.where(in_group, model.observed[np.minimum(index, len(model.observed) - 1)], 0.0)
-        running = (column >= groups) & (column < columns - 1)
-        if running.any():
-            r, k = np.nonzero(running)
-            runtimes[r, k] = self.imputed[r, column[r, k] - groups]
-        unseen = column == columns - 1
-        if unseen.any():
-            runtimes[unseen] = model.top * _pareto(rng, xi[np.nonzero(unseen)[0]])
+        index = self.starts[g] + np.minimum(self.sizes[g] - 1, (within * self.sizes[g]).astype(np.int64))
+        runtimes = model.observed[index]
+        beyond = column >= groups
+        if beyond.any():
+            r, k = np.nonzero(beyond)
+            picked = column[r, k] - groups
+            running = picked < columns - 1 - groups
+            runtimes[r[running], k[running]] = self.imputed[r[running], picked[running]]
+            unseen = ~running
+            if unseen.any():
+                runtimes[r[unseen], k[unseen]] = model.top * _pareto(rng, xi[r[unseen]])
         return runtimes
 
     def moments(self, rng: np.random.Generator, model: RuntimeModel, xi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -229,8 +281,8 @@ class Grouped:
         groups = len(self.sizes)
         unseen = model.top * _pareto(rng, xi)
         n_g, n_run, n_unseen = self.counts[:, :groups], self.counts[:, groups:-1], self.counts[:, -1]
-        mean = (n_g @ self.mean + (n_run * self.imputed).sum(axis=1) + n_unseen * unseen) / self.width
-        square = (n_g @ self.square + (n_run * self.imputed ** 2).sum(axis=1) + n_unseen * unseen ** 2) / self.width
+        mean = (n_g @ self.mean + (n_run * self.imputed).sum(axis=1) + n_unseen * unseen) / self.totals
+        square = (n_g @ self.square + (n_run * self.imputed ** 2).sum(axis=1) + n_unseen * unseen ** 2) / self.totals
         return mean, np.sqrt(np.maximum(0.0, square - mean * mean))
 
 
@@ -341,7 +393,7 @@ def replay(fleet: Fleet, n_tasks: int, model: RuntimeModel, rng: np.random.Gener
     slot_end = np.empty((replays, n_slots))
     used = np.empty((replays, n_slots), dtype=bool)
     cut = np.empty(replays)
-    if replays * per_replay <= CHUNK_NUMBERS:  # every task drawn at once
+    if replays * per_replay <= WHOLE_NUMBERS:  # every task drawn at once
         slot_end[:], used[:], cut[:] = run.whole(first_free, pools, xi, draws)
     else:  # in chunks of replays, the bulk of each slot's tasks summed (see the module docstring)
         mean, sd = _moments(rng, model, pools, xi)
@@ -350,9 +402,15 @@ def replay(fleet: Fleet, n_tasks: int, model: RuntimeModel, rng: np.random.Gener
             sl = slice(lo, min(replays, lo + chunk))
             part = _rows(pools, sl)
             found = run.headed(first_free[sl], part, xi[sl], mean[sl], sd[sl])
-            if found is None:  # heads that missed the cut: every task drawn, in bundles if need be
-                found = run.whole(first_free[sl], part, xi[sl], draws, mean[sl], sd[sl])
-            slot_end[sl], used[sl], cut[sl] = found
+            if found is not None:
+                slot_end[sl], used[sl], cut[sl] = found
+                continue
+            # heads that missed the cut: every task drawn, in smaller chunks (in bundles if need be)
+            step = max(1, CHUNK_NUMBERS // max(1, per_replay))
+            for first in range(sl.start, sl.stop, step):
+                sub = slice(first, min(sl.stop, first + step))
+                slot_end[sub], used[sub], cut[sub] = run.whole(first_free[sub], _rows(pools, sub), xi[sub], draws,
+                                                               mean[sub], sd[sub], CHUNK_NUMBERS)
     makespan = np.where(np.isfinite(cut), slot_end.max(axis=1), np.inf)
     return makespan, _cost(fleet, slot_end, used, replays)
 
@@ -371,17 +429,21 @@ def _moments(rng: np.random.Generator, model: RuntimeModel, pools: np.ndarray | 
 
 
 def _nth(flat: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Per row, its k-th smallest value (1-based; inf when the row has fewer)."""
-    out = np.full(len(flat), np.inf)
-    if len(np.unique(k)) == 1:
-        kk = int(k[0])
-        if 1 <= kk <= flat.shape[1]:
-            out[:] = np.partition(flat, kk - 1, axis=1)[:, kk - 1]
+    """Per row, its k-th smallest value (1-based; inf when the row has fewer). Rows of different k
+    are padded with -inf, as many as they fall short of the largest k, so that one partition
+    finds them all."""
+    top = int(k.max())
+    if int(k.min()) < 1 or top > flat.shape[1]:
+        out = np.full(len(flat), np.inf)
+        ok = (k >= 1) & (k <= flat.shape[1])
+        if ok.any():
+            out[ok] = _nth(flat[ok], k[ok])
         return out
-    for r, kk in enumerate(k.tolist()):
-        if 1 <= kk <= flat.shape[1]:
-            out[r] = np.partition(flat[r], kk - 1)[kk - 1]
-    return out
+    short = top - k
+    if short.max() > 0:
+        pad = np.where(np.arange(int(short.max()))[None, :] < short[:, None], -np.inf, np.inf)
+        flat = np.concatenate([flat, pad], axis=1)
+    return np.partition(flat, top - 1, axis=1)[:, top - 1]
 
 
 def _taken(flat: np.ndarray, cut: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -408,10 +470,11 @@ class _Run:
     n_tasks: int
 
     def whole(self, first_free: np.ndarray, pools: np.ndarray | Grouped, xi: np.ndarray, draws: list[int],
-              mean: np.ndarray | None = None, sd: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              mean: np.ndarray | None = None, sd: np.ndarray | None = None,
+              limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(slot ends, slots used, cut) of replays that draw every task: each slot's task starts are
-        the cumulative sums of its draws, the bag's tasks the earliest starts. More than
-        ``MAX_DRAWS`` numbers: bundles of tasks, each the sum of that many draws (normal)."""
+        the cumulative sums of its draws, the bag's tasks the earliest starts. More than ``limit``
+        numbers (``MAX_DRAWS`` by default): bundles of tasks, each the sum of that many draws (normal)."""
         fleet, model, rng, groups, working, n_tasks = (self.fleet, self.model, self.rng, self.groups, self.working,
                                                       self.n_tasks)
         draws = list(draws)
@@ -419,7 +482,8 @@ class _Run:
         # a large bag: each draw stands for ``bundle`` tasks in a row, its runtime the sum of that many
         # draws (normal by the central limit, with the replay's own pool's mean and variance), so the
         # arrays stay within MAX_DRAWS numbers whatever the bag's size
-        bundle = max(1, math.ceil(replays * sum(len(idx) * d for idx, d in zip(groups, draws)) / MAX_DRAWS))
+        limit = MAX_DRAWS if limit is None else limit
+        bundle = max(1, math.ceil(replays * sum(len(idx) * d for idx, d in zip(groups, draws)) / limit))
         if bundle > 1:
             n_tasks = math.ceil(n_tasks / bundle)
             draws = [max(4, math.ceil(d / bundle)) for d in draws]
@@ -478,36 +542,51 @@ class _Run:
         """The largest coefficient of variation of a runtime over the replays' pools."""
         return float(np.max(sd / np.maximum(mean, 1e-12)))
 
+    def _end(self, start: np.ndarray, task_s: np.ndarray, left: np.ndarray) -> np.ndarray:
+        """Per row (a replay), when its slots have started ``left`` tasks, expected: a working slot
+        one per ``task_s`` from ``start``, a slot let go as many as start before its release less its
+        cluster's mean (a bisection)."""
+        fleet, working = self.fleet, self.working
+        rate = 1.0 / np.maximum(task_s, 1e-12)
+        fits = np.where(working, np.inf, np.floor((fleet.limit_s - fleet.mean_s - start) * rate) + 1)
+        cap = np.maximum(0.0, np.nan_to_num(fits, nan=0.0))
+        lo = np.min(np.where(working, start, np.inf), axis=-1)
+        hi = np.max(np.where(working, start, -np.inf), axis=-1) + left * np.max(np.where(working, task_s, 0.0), axis=-1)
+        for _ in range(28):  # to a hundred-millionth of the span
+            mid = 0.5 * (lo + hi)
+            count = np.minimum(cap, np.maximum(0.0, (mid[..., None] - start) * rate)).sum(axis=-1)
+            below = count < left
+            lo = np.where(below, mid, lo)
+            hi = np.where(below, hi, mid)
+        return hi
+
     def _first_heads(self, first_free: np.ndarray, mean: np.ndarray, sd: np.ndarray,
                      sds: float) -> tuple[np.ndarray, np.ndarray]:
         """(per slot its first head, per slot the margin of its second): the tasks each working slot
         surely takes, from the bag's expected end, ``sds`` standard deviations of its count short."""
         fleet, working = self.fleet, self.working
         cv = self._cv(mean, sd)
-        task_s = float(np.mean(mean)) * fleet.ratio  # a slot's mean runtime in this replay's pools
+        task_s = float(np.mean(mean)) * fleet.ratio  # a slot's mean runtime in the replays' pools
         free = first_free.mean(axis=0)
-        lo, hi = float(free[working].min()), float(free[working].max()) + self.n_tasks * float(task_s[working].max())
-        for _ in range(60):  # the time at which the working slots have started n_tasks tasks, expected
-            mid = 0.5 * (lo + hi)
-            if np.where(working, np.maximum(0.0, mid - free) / np.maximum(task_s, 1e-12), 0.0).sum() < self.n_tasks:
-                lo = mid
-            else:
-                hi = mid
-        expected = np.where(working, np.maximum(0.0, hi - free) / np.maximum(task_s, 1e-12), 0.0)
+        end = float(self._end(free, task_s, np.asarray(float(self.n_tasks))))
+        expected = np.where(working, np.maximum(0.0, end - free) / np.maximum(task_s, 1e-12), 0.0)
         margin = sds * cv * np.sqrt(expected) + 4.0
         head = np.where(working, np.floor(np.maximum(0.0, expected - margin)), 0.0)
-        second = sds * cv * np.sqrt(margin) + 3.0
+        # the second head is about the margin (twice it at most): it ends that many deviations of
+        # its own count short, and the window reaches as far past
+        second = sds * cv * np.sqrt(2.0 * margin) + 1.0
         return head, second
 
     def head_numbers(self, first_free: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> int:
         """The numbers one replay draws with heads (its windows of whole tasks), for the chunks' size."""
         _head, second = self._first_heads(first_free, mean, sd, HEAD_SDS)
-        return int(np.sum(np.where(self.working, np.ceil(2.0 * second) + 4, self._let_go_draws())))
+        return int(np.sum(np.where(self.working, np.ceil(2.0 * second) + 2, self._let_go_draws())))
 
     def _let_go_draws(self) -> np.ndarray:
+        """Per slot let go, the runtimes it draws (as many as :func:`replay` gives it); 0 for the others."""
         fleet = self.fleet
-        fits = np.where(self.working, 0.0, np.ceil(np.nan_to_num(fleet.limit_s / np.maximum(fleet.mean_s, 1e-12),
-                                                                  posinf=0.0)) + 2)
+        expected = np.nan_to_num(fleet.limit_s / np.maximum(fleet.mean_s, 1e-12), posinf=0.0)
+        fits = np.where(self.working, 0.0, np.ceil(1.2 * expected + 3.0 * np.sqrt(expected) + 4))
         return np.minimum(fits, self.n_tasks)
 
     def _sum_of(self, count: np.ndarray, mean: np.ndarray, sd: np.ndarray) -> np.ndarray:
@@ -536,21 +615,19 @@ class _Run:
         head_end = first_free + np.where(head > 0, self._sum_of(head, mean, sd), 0.0)
         # where each replay's bag ends, from its heads' ends and its slots' rates (the working ones
         # that have not passed it), then a second head each slot surely takes before it
-        rate = np.where(working[None, :], 1.0 / np.maximum(mean[:, None] * fleet.ratio[None, :], 1e-12), 0.0)
-        left = n_tasks - head.sum(axis=1)
-        active = np.broadcast_to(working, (replays, n_slots))
-        end = np.zeros(replays)
-        for _ in range(4):
-            end = (left + (head_end * rate * active).sum(axis=1)) / np.maximum((rate * active).sum(axis=1), 1e-300)
-            active = working[None, :] & (head_end < end[:, None])
-        more = np.where(working[None, :], np.floor(np.maximum(0.0, (end[:, None] - head_end) * rate - second[None, :])),
+        task_s = mean[:, None] * fleet.ratio[None, :]
+        end = self._end(head_end, task_s, n_tasks - head.sum(axis=1))
+        more = np.where(working[None, :],
+                        np.floor(np.maximum(0.0, (end[:, None] - head_end) / np.maximum(task_s, 1e-12) - second[None, :])),
                         0.0)
         head = head + more
         if np.any(head.sum(axis=1) >= n_tasks):
             return None
         head_end = head_end + np.where(more > 0, self._sum_of(more, mean, sd), 0.0)
-        window = [int(min(n_tasks, np.ceil(2.0 * float(np.max(second[idx]))) + 4)) if working[idx[0]]
-                  else int(np.max(self._let_go_draws()[idx])) for idx in self.groups]
+        widen = sds / HEAD_SDS  # a try after a miss widens every window
+        window = [int(min(n_tasks, np.ceil(2.0 * float(np.max(second[idx]))) + 2)) if working[idx[0]]
+                  else int(min(n_tasks, math.ceil(widen * float(np.max(self._let_go_draws()[idx])))))
+                  for idx in self.groups]
         parts = []
         for idx, d in zip(self.groups, window):
             runtimes = model.draw(rng, pools, xi, len(idx) * d).reshape(replays, len(idx), d)
@@ -569,8 +646,8 @@ class _Run:
         # every head's tasks started by the cut, and no window used up before it
         if np.any((head > 0) & (head_end > cut[:, None])):
             return None
-        for idx, (st, _e) in zip(self.groups, parts):
-            if working[idx[0]] and np.any(st[:, :, -1] <= cut[:, None]):
+        for d, (st, _e) in zip(window, parts):
+            if d < n_tasks and np.any(st[:, :, -1] <= cut[:, None]):
                 return None
         taken_flat = _taken(flat, cut, k)
         headed = head > 0
