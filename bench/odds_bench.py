@@ -8,7 +8,7 @@ P50/P99 cost (``bats.master.core.planning.odds``), until ``OfferOptions``. Goal:
 Then the odds' cost during an execution: ``bats-sim`` runs 50,000 tasks on 1,000 machines (S3-4's
 clusters, 500 each, as benchmark 5's large run), whose monitoring re-estimates the odds of finishing
 within the money every 5 virtual minutes; its wall time, CPU and peak RSS (``os.wait4``), against
-54 MiB and 9 s before the odds existed. Benchmark 5 runs the 1,000,000-task bag.
+54 MiB and 9 s before the odds existed (targets: 80 MiB, 10 s of CPU). Benchmark 5 runs the 1,000,000-task bag.
 
     python bench/odds_bench.py [--samples 3] [--no-sim]
 """
@@ -32,7 +32,7 @@ TASKS = 5_000
 T_ODDS_S = 5.0
 SIM_TASKS = 50_000
 T_SIM_RSS_MIB = 80.0  # before the odds: 54 MiB
-T_SIM_WALL_S = 15.0  # before the odds: 9 s
+T_SIM_CPU_S = 10.0  # process CPU (the wall time is what a shared machine leaves); before the odds: 9 s wall
 
 
 def pool() -> Config:
@@ -96,31 +96,33 @@ def bench_odds(samples: int, sim: Callable[[int], dict[str, Any]] | None = None)
         sec.text += [
             (f"**During the execution**: `bats-sim` on {SIM_TASKS:,} tasks, 1,000 machines (S3-4's clusters with "
              "`max = 500`, `--runtimes normal:15m,134s --seed 1 --schedule fastest`, as benchmark 5's large run), "
-             "whose every 5-minute monitoring step replays the tasks left 100 times for the chance of finishing "
-             "within the money. Before the odds existed this run took 54 MiB and 9 s; the first version of the "
-             "odds took 1.1 GiB and 37 s. One run; wall from `time.perf_counter()`, CPU and peak RSS from "
-             "`os.wait4`."),
+             "whose every 5-minute monitoring step replays the tasks left 50 or 100 times for the chance of "
+             "finishing within the money. Before the odds existed this run took 54 MiB and 9 s; the first version "
+             "of the odds took 1.1 GiB and 37 s. One run; wall from `time.perf_counter()`, CPU and peak RSS from "
+             "`os.wait4`. The CPU time is the target, the wall time being what the machine's other processes "
+             "leave."),
             "",
             f"| wall s | simulation s | process CPU s | peak RSS MiB | events | tasks done | ≤ {T_SIM_RSS_MIB:.0f} MiB "
-            f"| ≤ {T_SIM_WALL_S:.0f} s |",
+            f"| CPU ≤ {T_SIM_CPU_S:.0f} s |",
             "|---|---|---|---|---|---|---|---|",
         ]
         if not r["ok"]:
             sec.text.append(f"| error: {r['error']} | | | | | | **FAIL** | **FAIL** |")
-            rss_ok = wall_ok = False
-            rss = wall = None
+            rss_ok = cpu_ok = False
+            rss = wall = cpu = None
         else:
-            rss, wall = r["rss"], r["wall"]
-            rss_ok, wall_ok = rss <= T_SIM_RSS_MIB, wall <= T_SIM_WALL_S
-            sec.text.append(f"| {wall:.2f} | {r['sim_s']:.2f} | {r['cpu']:.2f} | {rss:.0f} | {r['events']:,} "
-                            f"| {r['done']:,} | {verdict(rss_ok)} | {verdict(wall_ok)} |")
+            rss, wall, cpu = r["rss"], r["wall"], r["cpu"]
+            rss_ok, cpu_ok = rss <= T_SIM_RSS_MIB, cpu <= T_SIM_CPU_S
+            sec.text.append(f"| {wall:.2f} | {r['sim_s']:.2f} | {cpu:.2f} | {rss:.0f} | {r['events']:,} "
+                            f"| {r['done']:,} | {verdict(rss_ok)} | {verdict(cpu_ok)} |")
         sec.text.append("")
         sec.summary.append((f"bats-sim {SIM_TASKS:,} tasks on 1,000 machines, odds every step: peak RSS",
                             fmt(rss, ".0f", " MiB"), f"≤ {T_SIM_RSS_MIB:.0f} MiB", verdict(rss_ok)))
-        sec.summary.append((f"bats-sim {SIM_TASKS:,} tasks on 1,000 machines, odds every step: wall",
-                            fmt(wall, ".2f", " s"), f"≤ {T_SIM_WALL_S:.0f} s", verdict(wall_ok)))
+        sec.summary.append((f"bats-sim {SIM_TASKS:,} tasks on 1,000 machines, odds every step: process CPU",
+                            fmt(cpu, ".2f", " s") + ("" if wall is None else f" ({wall:.2f} s wall)"),
+                            f"≤ {T_SIM_CPU_S:.0f} s", verdict(cpu_ok)))
         sec.medians["sim_odds_rss_mib"] = rss
-        sec.medians["sim_odds_wall_s"] = wall
+        sec.medians["sim_odds_cpu_s"] = cpu
     return sec
 
 
