@@ -44,8 +44,10 @@ demo-bats: $(STAMP)
 		--state-dir bats-run/demo-bats --schedule budget:30 --cushion yes
 	@echo "the run's page: $(VENV)/bin/bats-master report --state-dir bats-run/demo-bats --html demo-bats.html"
 
+# two workers (pytest-xdist): most tests wait on real processes, sleeps and sockets rather than compute;
+# each test file stays on one worker, and the files marked daemons share one (tests/conftest.py)
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=15 -n 2 --dist loadfile
 
 # the unit tests alone (no processes, daemons, browser or cloud stand-ins): under a minute
 test-fast: $(STAMP)

@@ -12,6 +12,13 @@ whose needs its imports do not show says so itself (``pytestmark = pytest.mark.d
 ``make test-fast`` also loads the ``fast`` hypothesis profile: every property test runs at most
 :data:`FAST_EXAMPLES` examples there (its own ``@settings`` count otherwise), so the unit tests take
 well under a minute; ``make test`` runs the full counts.
+
+``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadfile``), scheduled by
+:class:`ByFile` (from :func:`pytest_xdist_make_scheduler`): a test file runs whole on one worker,
+so its module-scoped fixtures (a moto server, a Debian root, a bench script's run) start once, and
+the files marked ``daemons`` run together, one after another, on one worker: the single-node Grid
+Engine and Slurm are one machine-wide queue each, which a test may start and stop, list and drain.
+(xdist's own ``xdist_group`` marks do not group under pytest 9, whose node ids they cannot rename.)
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ IMPORTS = {
     "cloud": ("helpers.cloud_harness", "moto", "libcloud"),
 }
 FAST_EXAMPLES = 5
+SHARED_GROUP = "daemons"
 
 settings.register_profile("fast", max_examples=FAST_EXAMPLES, deadline=None)
 
@@ -48,6 +56,18 @@ def imported(path: Path) -> frozenset[str]:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return frozenset(names)
+
+
+@functools.cache
+def own_marks(path: Path) -> frozenset[str]:
+    """The markers a test file gives itself: ``pytestmark = pytest.mark.NAME`` (or a list of them)."""
+    marks: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            for sub in ast.walk(node.value):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Attribute) and sub.value.attr == "mark":
+                    marks.add(sub.attr)
+    return frozenset(marks)
 
 
 def marks_of(path: Path, root: Path) -> set[str]:
@@ -81,3 +101,22 @@ def _cap_examples(item: pytest.Item) -> None:
     own = getattr(test, "_hypothesis_internal_use_settings", None)
     if own is not None and own.max_examples > FAST_EXAMPLES:
         test._hypothesis_internal_use_settings = settings(own, max_examples=FAST_EXAMPLES)  # type: ignore[union-attr]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """With ``--dist loadfile``: :class:`ByFile` (see the module docstring); other modes are xdist's."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByFile(LoadFileScheduling):
+        """One test file per unit of work, and every ``daemons`` file in one unit, :data:`SHARED_GROUP`."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            path = config.rootpath / file
+            daemons = path.suffix == ".py" and "daemons" in marks_of(path, config.rootpath / "tests") | own_marks(path)
+            return SHARED_GROUP if daemons else file
+
+    return ByFile(config, log)  # type: ignore[arg-type]
