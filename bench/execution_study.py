@@ -363,14 +363,14 @@ def _labelled(options: list, label: str):
     return next((o for o in options if label == o.label or label in o.also), None)
 
 
-def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, list, list, list]:
+def run_pool(args: tuple[int, Config, int, str, int, tuple[str, ...]]) -> tuple[Counter, list, list, list, list]:
     """Every way of choosing on one pool: the counters, the rows that missed a goal, per completed
     run (way, actual / planned execution makespan - 1, tasks per machine at the choice, runtime
     family, the error split), per run (way, cushion / budget, spent / budget, sampling / total
     cost), and per run the calibration (way, family, billing-free: within the stated P90
     makespan, within the stated P99 cost; None where the option stated no odds or, for the
     makespan, the run did not complete)."""
-    p, config, tasks, runtimes, run_seed = args
+    p, config, tasks, runtimes, run_seed, ways = args
     totals: Counter = Counter()
     rows: list = []
     lateness: list = []
@@ -378,14 +378,14 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
     calibration: list = []
     plan = plan_of(config, tasks, runtimes, run_seed)
     if plan is None:
-        totals["no plan"] += len(WAYS)
+        totals["no plan"] += len(ways)
         return totals, rows, lateness, money, calibration
     options, sampling_cost = plan
     low = _labelled(options, "cheapest") or min(options, key=lambda o: o.budget)
     high = _labelled(options, "fastest") or max(options, key=lambda o: o.budget)
     amount = low.budget + random.Random(run_seed).uniform(0.1, 0.9) * max(0.0, high.budget - low.budget)
     kind = family_of(runtimes)
-    for way in WAYS:
+    for way in ways:
         choice = choice_of(way, options, sampling_cost, amount)
         if choice is None:
             continue
@@ -450,12 +450,19 @@ def run_pool(args: tuple[int, Config, int, str, int]) -> tuple[Counter, list, li
     return totals, rows, lateness, money, calibration
 
 
-def study(pools: int, max_tasks: int, seed: int, jobs: int, billing: str = "hourly") -> dict:
+def study(pools: int, max_tasks: int, seed: int, jobs: int, billing: str = "hourly",
+          families: tuple[str, ...] = FAMILIES, ways: tuple[str, ...] = WAYS) -> dict:
+    """Run ``pools`` random pools. With ``families`` narrowed, the pools are the first of the whole
+    study's sequence (same seed) whose runtimes are of those families: the same pools, fewer of them."""
     rng = random.Random(seed)
     work = []
-    for p in range(pools):
+    p = 0
+    while len(work) < pools:
         config, tasks, runtimes = random_pool(rng, max_tasks, billing)
-        work.append((p, config, tasks, runtimes, rng.randrange(2**31)))
+        run_seed = rng.randrange(2**31)
+        if family_of(runtimes) in families:
+            work.append((p, config, tasks, runtimes, run_seed, ways))
+        p += 1
     totals: Counter = Counter()
     rows: list = []
     lateness: list = []
@@ -730,10 +737,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="processes (default: one per core)")
     parser.add_argument("--billing", choices=("hourly", "fine"), default="hourly",
                         help="hourly: ATU 10 min / 1 h / mixed; fine: per second after 60 s, or per minute")
+    parser.add_argument("--families", default=None,
+                        help=f"comma-separated runtime families to keep (default: all of {', '.join(FAMILIES)}); "
+                             "the pools are the whole study's of those families")
+    parser.add_argument("--ways", default=None,
+                        help=f"comma-separated ways of choosing (default: all of {'; '.join(WAYS)}), e.g. "
+                             "'cheapest,fastest,budget:X'")
     parser.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
     args = parser.parse_args(argv)
+    families = tuple(f.strip() for f in args.families.split(",")) if args.families else FAMILIES
+    ways = tuple(w.strip() for w in args.ways.split(",")) if args.ways else WAYS
+    for name, chosen, known in (("--families", families, FAMILIES), ("--ways", ways, WAYS)):
+        unknown = [x for x in chosen if x not in known]
+        if unknown:
+            parser.error(f"{name}: unknown {', '.join(unknown)} (known: {'; '.join(known)})")
     started = time.perf_counter()
-    result = study(args.pools, args.max_tasks, args.seed, args.jobs, args.billing)
+    result = study(args.pools, args.max_tasks, args.seed, args.jobs, args.billing, families, ways)
     text = markdown(result, args.pools, args.max_tasks, args.seed, time.perf_counter() - started, args.jobs,
                     args.billing)
     if args.out:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -279,6 +280,15 @@ def test_marked_machines_are_released_and_reserve_nothing():
     plan = mon.plan_releases(four(marked_f1=True), FAST_SLOW, by_runtime, budget=20.0)
     assert plan.keep == ("f2", "s1") and plan.reserved == 6.0  # $8 left: f2 3, s1 6, s2 9 > 8
     assert [r.machine for r in plan.release] == ["f1", "s2"]
+
+
+def test_a_machine_kept_last_gets_only_the_money_the_others_leave():
+    # f1 ends a task the plan no longer needs it for (``last``): cheapest per task, it still comes
+    # after the others, and of the $8 left f2 takes 3 and s1 3 more; neither s2 nor f1 fits (9 > 8)
+    last = np.array([True, False, False, False])
+    plan = mon.plan_releases(four(), FAST_SLOW, by_runtime, budget=20.0, last=last)
+    assert plan.keep == ("f2", "s1") and plan.reserved == 6.0
+    assert [r.machine for r in plan.release] == ["s2", "f1"]
 
 
 def test_a_dearer_machine_is_kept_when_a_cheaper_ones_atu_does_not_fit():

@@ -44,7 +44,12 @@ for the choice until the same moment, so that an option chosen at once keeps the
 second or the minute (an ATU of a minute or less) there is no paid edge to wait for, yet a
 machine up is worth its cluster's boot: a sampling machine is held (and paid) while the operator
 chooses, at most as long as a new machine would take to boot, the options count it as kept from
-the choice on, and the ones the chosen option does not keep are let go at the choice.
+the choice on, and the ones the chosen option does not keep are let go at the choice. There, and
+when a re-plan needs fewer machines, a machine so billed that is running a task ends it first
+(``draining``; it takes no new one) when the task's expected rest on it (the sample's tail rule,
+or as long again for a task longer than every sampled one) costs no more than the whole task run
+again on the plan's cheapest cluster: cut off, a task far along is paid twice. The ceiling keeps
+such a machine only with the money the plan's own machines leave, and lets it go when that runs out.
 
 A run short of money re-plans (§3.1) unless the configuration running still ends the tasks left
 within the catch-up's slack of the chosen makespan and its money pays: the per-machine speeds the
@@ -146,6 +151,9 @@ class Execution:
         self.held_to_edge: set[str] = set()  # marked machines kept past their moment for a task in paid time
         self.held_for_choice: set[str] = set()  # sampling machines billed by the second or minute, held
         # (and paid) while the operator chooses, for as long as booting a new one would take
+        # marked machines billed by the second or the minute, let go by the plan while running a
+        # task: they end it first while the ceiling keeps them
+        self.draining: set[str] = set()
         self._keep_cache: tuple[tuple, float, float, frozenset[str]] | None = None  # see kept_by_budget
 
     def start(self, now: float, option: Option, cushion_accepted: bool, *,
@@ -181,7 +189,7 @@ class Execution:
         actions.extend(self.move_to(config, now))
         for machine_id in sorted(self.held_for_choice):  # held for a choice that does not keep them
             m = self.marked[machine_id]
-            actions.extend(self.mark(m, now, m.release_reason))
+            actions.extend(self.mark(m, now, m.release_reason, drain=True))
         self.held_for_choice.clear()
         actions.extend(self.enforce_budget(now))
         actions.append(WakeAt(self.next_check(now)))  # the next check, on time
@@ -190,7 +198,8 @@ class Execution:
     def decision_point(self, m: c.Machine, now: float) -> float:
         """The next moment the ceiling must decide whether ``m`` begins another ATU (its edge less
         the margin); inf where its cluster is checked periodically instead."""
-        if m.release_at is not None or m.state is c.MachineState.GONE or self._horizons[m.cluster] > 0:
+        if (m.release_at is not None and m.id not in self.draining) or m.state is c.MachineState.GONE \
+                or self._horizons[m.cluster] > 0:
             return math.inf
         at = self.edge(m, now) - self.settings.release_margin_s
         return at if at > now + 1e-9 else at + self.core.clusters[m.cluster].atu_s
@@ -228,7 +237,7 @@ class Execution:
                 # let go first the machines whose running task ends in their paid time (or idle ones)
                 surplus = sorted(kept, key=lambda m: (self._crosses_edge(m, now), self.edge(m, now)))[:have - want]
                 for m in surplus:
-                    actions.extend(self.mark(m, now, "the plan needs fewer machines of its cluster"))
+                    actions.extend(self.mark(m, now, "the plan needs fewer machines of its cluster", drain=True))
         return actions
 
     def _crosses_edge(self, m: c.Machine, now: float) -> bool:
@@ -314,7 +323,15 @@ class Execution:
         """When the machine's current ATU ends (absolute time)."""
         return m.acquired_at + self.billings[m.cluster].paid_until(m.uptime(now))
 
-    def mark(self, m: c.Machine, now: float, reason: str, *, wait_for_choice: bool = False) -> list[c.Action]:
+    def mark(self, m: c.Machine, now: float, reason: str, *, wait_for_choice: bool = False,
+             drain: bool = False) -> list[c.Action]:
+        """Mark ``m`` for release at its edge less the margin (see the module docstring). With
+        ``drain`` (the plan lets it go, not the money), a machine billed by the second or the minute
+        (no paid time worth the name to run on to) that is running
+        a task ends that task first, as long as the ceiling keeps it: cutting it would throw its
+        paid work away and run it again from the start elsewhere."""
+        if drain and self._drain_pays(m, now):
+            self.draining.add(m.id)
         edge = self.edge(m, now)
         at = max(now, edge - self.settings.release_margin_s)
         if wait_for_choice and at <= now + 1e-9:  # the option chosen may keep it: wait until just before its edge
@@ -346,6 +363,30 @@ class Execution:
         more = whole(now + boot + self.guard_s - edge, billing.atu_s)
         return edge + more * billing.atu_s - self.guard_s if more > 0 else None
 
+    def _drain_pays(self, m: c.Machine, now: float) -> bool:
+        """Whether a machine the plan lets go, billed by the second or the minute, should end its
+        running task rather than have it cut off and run again from the start on the plan's
+        cheapest cluster: its expected rest there (the sample's tail rule; a task that has outlived
+        every sampled one is expected to run as long again) costs no more than the whole task
+        again on that cluster. A task just begun on a dear machine is cut; one far along, or on a
+        machine no dearer per task than the plan's, runs on."""
+        billing = self.billings[m.cluster]
+        if m.running_since is None or (self._horizons[m.cluster] <= 0 and billing.atu_s > SHORT_ATU_S):
+            return False
+        estimates = self.policy.estimates
+        own = estimates.get(m.cluster)
+        if own is None or own.mean_s <= 0:
+            return False
+        # the plan's cheapest cost of a second of this machine's work
+        rerun = min((self.billings[k].price / self.billings[k].atu_s * estimates[k].mean_s / own.mean_s
+                     for k, n in self.config.items() if n > 0 and k in estimates and k != m.cluster), default=math.inf)
+        if not math.isfinite(rerun):
+            return True  # no other cluster to run it again on
+        elapsed = max(0.0, now - m.running_since)
+        expected = float(self.tau_e()(m.cluster, elapsed))
+        rest = expected - elapsed if expected > elapsed + 1e-9 else elapsed
+        return rest * billing.price / billing.atu_s <= (elapsed + rest) * rerun + 1e-12
+
     def unmark(self, m: c.Machine) -> None:
         self.held_for_choice.discard(m.id)
         m.release_at = None
@@ -353,6 +394,7 @@ class Execution:
         self.marked.pop(m.id, None)
         self.release_edge.pop(m.id, None)
         self.held_to_edge.discard(m.id)
+        self.draining.discard(m.id)
 
     def decide_renewal(self, machine: c.Machine) -> list[c.Action]:
         """Before a task that would carry ``machine`` past its edge is handed out: does the budget
@@ -398,6 +440,7 @@ class Execution:
         """``machine`` left the run (released or lost): it is no longer marked."""
         self.marked.pop(machine.id, None)
         self.held_for_choice.discard(machine.id)
+        self.draining.discard(machine.id)
 
     def _gone_spent(self, now: float) -> float:
         """``spent_before`` for the monitor, which prices a live machine's begun ATUs at its
@@ -636,22 +679,38 @@ class Execution:
     def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:
         """plan_releases with money reserved up to the next ceiling check (plus the margin)."""
         assert self.budget is not None
-        return plan_releases(self._views(now) if views is None else views, self.billings, self.tau_e(),
+        views = self._views(now) if views is None else views
+        last = None
+        if self.draining:  # a machine ending its last task is paid with what the plan's machines leave
+            last = np.array([i in self.draining for i in views.machine], dtype=bool)
+            views = dataclasses.replace(views, marked_for_release=views.marked_for_release & ~last)
+        return plan_releases(views, self.billings, self.tau_e(),
                              self.budget - self._reserved_for_requested(), self.cushion,
                              spent_before=self._gone_spent(now), release_margin_s=self.settings.release_margin_s,
-                             horizon_s=self._horizons, running_first=True)
+                             horizon_s=self._horizons, running_first=True, last=last)
 
     def enforce_budget(self, now: float, views: MachineTable | None = None) -> list[c.Action]:
         """Mark every machine whose next ATU(s) the money left cannot pay (plan_releases)."""
         self.last_ceiling = now
         if self.budget is None:
             return []
+        for machine_id in sorted(self.draining):  # its task has run on past what it was worth
+            m = self.core.machines[machine_id]
+            if not self._drain_pays(m, now):
+                self.draining.discard(machine_id)
+                if m.release_at is not None and m.release_at <= now + 1e-9:
+                    self.due_now.add(m.id)
         plan = self._release_plan(now, views)
         actions: list[c.Action] = []
         for due in plan.release:
             m = self.core.machines[due.machine]
             if m.release_at is None:
                 actions.extend(self.mark(m, now, "the budget cannot pay its next ATU"))
+            elif m.id in self.draining:  # the money no longer keeps it to the end of its task
+                self.draining.discard(m.id)
+                m.release_reason = "the budget cannot pay its next ATU"
+                if m.release_at <= now + 1e-9:
+                    self.due_now.add(m.id)
         return actions
 
 

@@ -975,6 +975,8 @@ class BatsCore(c.Core):
             if m.state is c.MachineState.GONE:
                 continue
             due = m.release_at is not None and now >= m.release_at - 1e-9
+            if due and m.held and m.id in self.execution.draining:
+                continue  # it ends its task first (the ceiling lets it go when the money cannot keep it)
             if due and m.held and self.execution.ends_in_paid_time(m, now):
                 if m.id not in self.execution.held_to_edge:  # its task ends before the edge: let it finish
                     self.execution.held_to_edge.add(m.id)

@@ -397,6 +397,7 @@ def plan_releases(
     release_margin_s: float = 0.0,
     horizon_s: float | Mapping[str, float] = 0.0,
     running_first: bool = False,
+    last: np.ndarray | None = None,
 ) -> ReleasePlan:
     """Which live machines keep going and which are let go before their next edge, so that the
     money spent plus the kept machines' next ATUs never exceeds budget + cushion.
@@ -408,7 +409,9 @@ def plan_releases(
     (0 where the ceiling is checked at every machine's edge less the margin). With ``running_first``, the
     machines whose running task is expected to end past their edge less the margin (it was
     handed out on the promise that the machine is renewed) come first, so that releasing a
-    machine cuts off a running task only when the money cannot keep even those.
+    machine cuts off a running task only when the money cannot keep even those. ``last`` (per
+    machine, bool): machines kept only with the money the others leave (a machine the plan let go
+    that ends its running task first).
     """
     table = _as_table(machines)
     spent = float(spent_before)
@@ -430,11 +433,13 @@ def plan_releases(
     release_at = np.maximum(cols.uptime_s, edge - release_margin_s)
     marked = table.marked_for_release
     first = cols.crossing if running_first else np.zeros(len(table), dtype=bool)
-    order = sorted((not first[i], float(per_task[i]), table.machine[i], i) for i in np.flatnonzero(~marked).tolist())
+    after = np.zeros(len(table), dtype=bool) if last is None else last
+    order = sorted((bool(after[i]), not first[i], float(per_task[i]), table.machine[i], i)
+                   for i in np.flatnonzero(~marked).tolist())
     reserved = 0.0
     keep: list[str] = []
     released = np.flatnonzero(marked).tolist()
-    for _first, _per_task, name, i in order:
+    for _after, _first, _per_task, name, i in order:
         cost = float(reservation[i])
         if cost == 0.0 or fits(reserved + cost, money_left):
             reserved += cost
