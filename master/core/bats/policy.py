@@ -520,7 +520,10 @@ class BatsCore(c.Core):
             return None
 
     def _with_odds(self, options: list[Option], planner: Planner) -> list[Option]:
-        """The options with their odds (all of them up to ODDS_ALL, else the ones a table shows)."""
+        """The options with their odds (all of them up to ODDS_ALL, else the ones a table shows),
+        each replayed on the same random draws: the rows then differ by their machines, not by
+        their luck (two rows the whole-task model ties, such as every machine and fewer, part on
+        the odds, and noise alone must not decide which one `fastest` names)."""
         fitted = self.odds_model(self._now)
         if fitted is None or not options:
             return options
@@ -529,7 +532,8 @@ class BatsCore(c.Core):
         paid, boot = self._paid_left(self._now), self._boot_times()
         running, busy = self._running_up(self._now, ratio)
         fresh = max(0, planner.n_tasks - busy)  # the tasks running end on their machines first
-        return [_priced(o, option_odds(o, planner.clusters, fresh, model, ratio, self.odds_rng,
+        seed = int(self.odds_rng.integers(2**63))
+        return [_priced(o, option_odds(o, planner.clusters, fresh, model, ratio, np.random.default_rng(seed),
                                        paid_left=paid, boot_s=boot, running=running))
                 if o.id in wanted else o for o in options]
 
