@@ -290,10 +290,11 @@ class Server(Driver):
                 self._drop(f"peer {identity.hex()}", refused)
                 self._door_says("evict")  # and its connection shut down
                 return
+        mono = time.monotonic()  # when the frame came: its messages' peer was last seen then
         try:
             if peer is None:  # not admitted: one message is read, the rest only once a hello admits it
                 first, more = decode_first(parts[1], WORKER_TYPES)
-                if not self._on_message(identity, first) or not more:
+                if not self._on_message(identity, first, mono) or not more:
                     return
                 messages = decode_all(parts[1], WORKER_TYPES)[1:]
             else:
@@ -301,13 +302,16 @@ class Server(Driver):
         except ProtocolError as exc:
             self._drop(peer.machine if peer else f"peer {identity.hex()}", str(exc))
             return
+        on_message = self._on_message
         for msg in messages:
-            if not self._on_message(identity, msg):
+            if not on_message(identity, msg, mono):
                 break  # the peer was refused or forgotten: the rest of its frame is not looked at
 
-    def _on_message(self, identity: bytes, msg: dict) -> bool:
-        """Handle one message; False when its peer is not admitted and the rest of its frame is
-        dropped unread (one hello per frame is looked at, at most)."""
+    def _on_message(self, identity: bytes, msg: dict, mono: float) -> bool:
+        """Handle one message of a frame that came at ``mono`` (``time.monotonic()``); False when its
+        peer is not admitted and the rest of its frame is dropped unread (one hello per frame is
+        looked at, at most). Each event is stamped when it is fed (``clock.now()``), so the core's
+        time never runs back even when handling one message feeds it others."""
         kind = msg["type"]
         if kind == "hello":
             return self._on_hello(identity, msg)
@@ -319,7 +323,7 @@ class Server(Driver):
             self._drop(f"peer {identity.hex()}", f"{kind} before hello")
             self._answer_unadmitted(identity, encode("unknown"))
             return False
-        peer.last_seen = time.monotonic()
+        peer.last_seen = mono
         if kind == "result":
             now = clock.now()
             runtime_s = float(msg["runtime_s"])

@@ -136,8 +136,14 @@ class EventLog:
     def record(self, event: Event, actions: list[Action]) -> None:
         if self._file is None:
             return
-        try:
-            self._buffer.append(self._packer.pack(("event", event, actions)))
+        try:  # the event and its actions flattened here, what they hold by msgpack's hook: a call less each
+            flat = _FLAT
+            self._buffer.append(self._packer.pack(
+                ("event", flat[type(event)](event), [flat[type(action)](action) for action in actions])))
+        except KeyError as exc:
+            log.error("%s: event %s cannot be recorded (%s is not recorded in the events file); the events log "
+                      "ends here", self.path, type(event).__name__, exc.args[0].__name__)
+            self.close()
         except (TypeError, ValueError) as exc:  # a type the log does not know: a diagnostic, never the run's end
             log.error("%s: event %s cannot be recorded (%s); the events log ends here", self.path,
                       type(event).__name__, exc)
