@@ -53,6 +53,7 @@ from bats.common.protocol import (
     decode_all,
     decode_first,
     encode,
+    encode_task,
     frames,
 )
 from bats.provisioners.base import MachineHandle, Provisioner
@@ -258,10 +259,17 @@ class Server(Driver):
     def _feed(self, event: c.Event) -> None:
         """Hand an event to the core and carry out its actions at once (an action may feed more
         events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
-        actions = self.handle(event)  # the base driver times the planning step
+        # the base driver times the planning step; past it, the core is asked directly (a call less an event)
+        actions = self.handle(event) if self._planning else self.core.handle(event)
         if self.events is not None:
             self.events.record(event, actions)
-        self.carry_out(actions)
+        execute = self._execute
+        for action in actions:  # Driver.carry_out, inlined: it runs for every result
+            method = execute.get(type(action))
+            if method is None:
+                self.carry_out((action,))  # says what is wrong
+            else:
+                method(action)
 
     # ------------------------------------------------------------ frames in
     def _drop(self, peer: str, reason: str) -> None:
@@ -528,8 +536,8 @@ class Server(Driver):
         if peer is None:  # cannot happen: the core dispatches only to machines that asked
             log.error("dispatch of task %d to %s, which is not connected", action.task, action.machine)
             return
-        self._send(peer.identity, encode("task", task=action.task, attempt=action.attempt,
-                                         command=self.bag.command(action.task), timeout_s=self.task_timeout_s))
+        self._send(peer.identity, encode_task(action.task, action.attempt, self.bag.command(action.task),
+                                              self.task_timeout_s))
 
     @carries_out(c.Cancel)
     def _do_cancel(self, action: c.Cancel) -> None:

@@ -130,6 +130,13 @@ ResultRow = tuple[int, str, int | None, float | None, str, int, int, bytes, byte
 MachineRow = tuple[Any, ...]
 
 
+# sqlite3 binds int, float and str as they are, but asks every other value (bytes too) whether it
+# adapts itself, through two failed attribute lookups whose errors are formatted and thrown away:
+# the two output tails of each result row, half its cost in executemany (3.4 -> 1.6 us a row on the
+# development machine). Registered, bytes are found in the adapters' table and bound as they are.
+sqlite3.register_adapter(bytes, bytes)
+
+
 class JournalError(RuntimeError):
     """The journal cannot be created, opened, read or written; the message is one line."""
 

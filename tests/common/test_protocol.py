@@ -456,3 +456,18 @@ def test_deeply_nested_frames_are_refused_before_anything_is_built(depth):
             decoder(frame, protocol.WORKER_TYPES)
     with pytest.raises(protocol.ProtocolError):
         protocol.decode_first(frame, protocol.WORKER_TYPES)
+
+
+def test_a_refused_frame_leaves_nothing_behind_for_the_next_one():
+    """decode_all reuses its unpackers: one that read a frame cut short is not reused, so no byte of
+    a refused frame is read as part of the next."""
+    from bats.common.protocol import decode_all
+
+    ask, beat = encode("ask", n=1), encode("heartbeat")
+    for _ in range(10):
+        with pytest.raises(ProtocolError):
+            decode_all(ask + beat + ask[:-1], WORKER_TYPES)
+        with pytest.raises(ProtocolError):
+            decode_all(ask + b"\x81", WORKER_TYPES)
+        assert [m["type"] for m in decode_all(beat + ask + ask, WORKER_TYPES)] == ["heartbeat", "ask", "ask"]
+        assert [m["n"] for m in decode_all(ask + encode("ask", n=7), WORKER_TYPES)] == [1, 7]
