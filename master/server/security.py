@@ -40,7 +40,6 @@ by then) is declared lost, so its tasks go back into the bag and it is released.
 
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import logging
 import os
@@ -198,6 +197,8 @@ class PreHelloBudget:
             return
         self.refused = 0
         self._given_back_at = now
+        import ctypes  # here: only a flood gets this far, and importing it costs every run's start
+
         try:
             ctypes.CDLL(None).malloc_trim(0)
         except (OSError, AttributeError):
