@@ -442,8 +442,10 @@ def run_pool(args: tuple[int, Config, int, str, int, tuple[str, ...]]) -> tuple[
                             None if not odds else executed <= odds["cost_p99"] * (1 + 1e-9) + 1e-9))
         if budget > 0:  # the money: (way, cushion offered / budget, spent / budget, sampling / total)
             total = report["cost"]["total"]
+            measuring = report["cost"]["sampling"] - report["cost"].get("sampling_work", 0.0)
             money.append((way, report.get("cushion", 0.0) / budget, spent / budget,
-                          report["cost"]["sampling"] / total if total > 0 else 0.0))
+                          report["cost"]["sampling"] / total if total > 0 else 0.0,
+                          measuring / total if total > 0 else 0.0))
         if over or incomplete or sim.killed_in_paid_time:
             rows.append((p, way, tasks, runtimes, len(config.clusters), report["status"],
                          report["reason"], sim.killed, sim.killed_in_paid_time))
@@ -538,7 +540,7 @@ def ways_table(result: dict) -> list[str]:
         cells = _way_cells(result, way, None)
         if not cells:
             continue
-        cushions = [cu for s, cu, _sp, _sa in result["money"] if way in (None, s)]
+        cushions = [row[1] for row in result["money"] if way in (None, row[0])]
         cushion = f"{100 * statistics.median(cushions):.0f} %" if cushions else "-"
         head, rest = cells.split(" | ", 1)
         *first, p90, p99 = rest.split(" | ")
@@ -686,18 +688,20 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         "Money against the chosen option's budget (every run; the cushion offered, as the options table",
         "shows it, and the execution's spend):",
         "",
-        "| schedule | runs | cushion: median | spent: median | spent: p90 | spent into the cushion | sampling share of the total: median |",
-        "|---|---|---|---|---|---|---|",
+        "| schedule | runs | cushion: median | spent: median | spent: p90 | spent into the cushion "
+        "| sampling share of the total: median | measuring share (sampling less its bag work): median |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for schedule in WAYS:
-        rows_of = [(cu, sp, sa) for s, cu, sp, sa in result["money"] if s == schedule]
+        rows_of = [(cu, sp, sa, me) for s, cu, sp, sa, me in result["money"] if s == schedule]
         if not rows_of:
             continue
-        cushions, spends = [cu for cu, _, _ in rows_of], [sp for _, sp, _ in rows_of]
+        cushions, spends = [row[0] for row in rows_of], [row[1] for row in rows_of]
         into = sum(sp > 1.0 + 1e-9 for sp in spends)
         lines.append(f"| {schedule} | {len(rows_of)} | {100 * statistics.median(cushions):.0f} % | "
                      f"{100 * statistics.median(spends):.0f} % | {100 * (_quantile(spends, 0.9) or 0.0):.0f} % | "
-                     f"{100 * into / len(rows_of):.0f} % | {100 * statistics.median(sa for _, _, sa in rows_of):.0f} % |")
+                     f"{100 * into / len(rows_of):.0f} % | {100 * statistics.median(row[2] for row in rows_of):.0f} % | "
+                     f"{100 * statistics.median(row[3] for row in rows_of):.0f} % |")
     lines += [
         "",
         "A task \"would have ended before its machine's paid edge\" when its true runtime (the simulator",

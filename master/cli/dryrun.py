@@ -2,7 +2,8 @@
 
 It checks the bag, the config and the flags as a real start does, then asks the real BaTS core (the
 same code, fed no machine) what it would sample: the machines each cluster's sampling phase acquires,
-n_s and the replicated tasks. When task runtimes are known, from an earlier run of the same bag in
+n_s and the replicated tasks, and what the sampling can cost at most (billed by the second or
+minute, the bound of :mod:`bats.master.core.bats.sampling`; labelled an upper bound). When task runtimes are known, from an earlier run of the same bag in
 ``--state-dir`` (:mod:`bats.master.state.earlier`) or from ``--guess-runtime``, a second core plans
 from them as a resumed run plans from an earlier session's sample, and its options table is shown:
 the options the operator would choose from, priced by the same planner. Nothing is written.
@@ -91,6 +92,8 @@ def dry_run(args: argparse.Namespace, bag: Bag, config: Config, choice) -> int:
     if sampled is not None:
         lines.append(f"  sampling costs about {sampled:.{places}f} with these runtimes (simulated: every ATU "
                      "the sampling machines begin until the sample is complete)")
+    if choice.policy == "bats":
+        lines.append(_sampling_upper_bound(len(bag), config, asked, runtimes, places))
     if choice.policy != "bats":
         lines.append(f"(--dry-run shows BaTS's options; the {choice.policy} plan is made once the sample is measured)")
     if choice.policy != "bats" or not runtimes:
@@ -102,6 +105,45 @@ def dry_run(args: argparse.Namespace, bag: Bag, config: Config, choice) -> int:
         lines.append(f"no options: {exc}")
     emit("\n".join(lines))
     return 0
+
+
+def _sampling_upper_bound(n_tasks: int, config: Config, asked: dict[str, int], runtimes: dict[str, list[float]],
+                         places: int) -> str:
+    """The line that says the most sampling can cost (:mod:`bats.master.core.bats.sampling`): billed by
+    the second or minute on every cluster, each sampling machine's boot (its ``startup``) and minimum
+    charge, plus the larger of the money until every cluster has ended the tasks the bound waits for
+    and the bound itself, the cheapest execution of the bag, plus the ATU each machine has begun when
+    the sample closes; with longer ATUs, no bound."""
+    from ..core.bats.sampling import MIN_SEEN, SAMPLING_BOUND
+    from ..core.billing import atus_begun
+    from ..core.planning.clusters import SHORT_ATU_S
+
+    if any(cl.atu_s > SHORT_ATU_S for cl in config.clusters.values()):
+        return ("  sampling has no upper bound here: with an ATU longer than a minute it runs until every "
+                "sampled task has ended (seed 000's sampling; each machine's first ATU is paid at once)")
+    first = 0.0
+    for name, n in asked.items():
+        cl = config.clusters[name]
+        boot = float(cl.options.get("startup", 0.0) or 0.0)
+        first += n * atus_begun(boot, cl.atu_s, cl.min_charge_s) * cl.price
+    rule = (f"its machines' boots and minimum charges, then up to {SAMPLING_BOUND:g} x the cheapest execution of the "
+            f"bag, where the sample closes and its running tasks are censored, and the ATU each machine is in")
+    begun = sum(n * config.clusters[name].price for name, n in asked.items())  # the ATU each is in at the close
+    if any(name not in runtimes for name in asked):
+        return (f"  sampling costs at most {first + begun:.{places}f} (boots as configured, minimum charges, the ATU "
+                f"each machine is in when the sample closes) plus up to "
+                f"{SAMPLING_BOUND:g} x the cheapest execution of the bag: an upper bound; --guess-runtime gives its figure")
+    mean = {name: sum(values) / len(values) for name, values in runtimes.items() if values}
+    slots = {name: cl.slots or 1 for name, cl in config.clusters.items()}
+    per_task = [mean[name] * cl.price / cl.atu_s / slots[name] for name, cl in config.clusters.items() if name in mean]
+    cheapest = n_tasks * min(per_task) if per_task else 0.0
+    # until every cluster has ended MIN_SEEN tasks, the bound does not close the sample
+    wait = max((math.ceil(MIN_SEEN / max(1, asked[name] * slots[name])) * mean[name] for name in asked if asked[name]),
+               default=0.0)
+    waiting = sum(n * wait * config.clusters[name].price / config.clusters[name].atu_s for name, n in asked.items())
+    upper = first + max(waiting, SAMPLING_BOUND * cheapest) + begun
+    return (f"  sampling costs at most {upper:.{places}f} with these runtimes (an upper bound: {rule}; the "
+            f"cheapest execution of the {n_tasks} task(s) is about {cheapest:.{places}f})")
 
 
 def _known_runtimes(args, bag: Bag, config: Config, guesses: dict[str, float]):

@@ -152,7 +152,11 @@ def test_end_of_sampling_offers_the_planner_options_and_marks_the_sampling_machi
         m: (90.0, DONE_SAMPLING) for m in ("a1", "a2", "b1", "b2")}
     report = core.report(40.0)
     assert report["phase"] == "offering" and report["tasks_at_plan"] == 16 and len(report["options"]) == 3
-    assert report["cost"] == {"total": 6.0, "idle": 0.0, "sampling": 6.0, "execution": 0.0}
+    # the 14 results recorded while sampling (7 replicated tasks, 7 others) are the bag's work: each
+    # took 10 s on a ($1 / 100 s) or 5 s on b ($2 / 100 s), 0.1 a task; the rest of the 6 measured
+    assert report["cost"] == {"total": 6.0, "idle": 0.0, "sampling": 6.0, "execution": 0.0,
+                              "sampling_work": pytest.approx(1.4)}
+    assert report["sampling_bound"] is None  # billed by ATUs of 100 s: seed 000's sample, no bound
 
 
 # ---------------------------------------------------------------- phase 2: the choice
@@ -398,7 +402,8 @@ def test_budget_exhaustion_finishes_incomplete_with_the_tasks_not_run():
                                "8 task(s) did not run"),
     ]
     report = core.report(190.0)
-    assert {k: v for k, v in report["cost"].items() if k != "idle"} == {"total": 8.0, "sampling": 6.0, "execution": 2.0}
+    assert {k: v for k, v in report["cost"].items() if k not in ("idle", "sampling_work")} == {
+        "total": 8.0, "sampling": 6.0, "execution": 2.0}
     assert report["budget"] == 2.0 and report["cushion"] == 0.0
     tasks = report["tasks"]
     assert (tasks["done"], tasks["not_run"], len(tasks["not_run_ids"])) == (22, 8, 8)

@@ -103,7 +103,7 @@ from ..planning.planner import (
 from ..view import CoreView
 from .endgame import EndGame
 from .execution import Execution, _affordable, _machines_text
-from .sampling import Sample, sampling_machines
+from .sampling import MIN_SEEN, SAMPLING_BOUND, Sample, execution_floor, lower_mean, sampling_machines
 from .settings import EXECUTING, OFFERING, SAMPLING, BatsSettings, Choice, option_record
 
 __all__ = [
@@ -171,6 +171,13 @@ class BatsCore(c.Core):
         self._sample_estimates: dict[str, RuntimeEstimate] = {}  # §2.1's T_i without them, for the cushion
         self._late_requests: dict[str, int] = {}  # machines sampling asked for, not acquired at the plan
         self._late_machines: list[str] = []  # ... and acquired since: their ATUs before the execution are sampling's
+        # billed by the second or minute on every cluster, sampling's money is bounded by the execution's
+        # low estimate (see .sampling); the wake-up asked for when the money may reach it, and what it was
+        self._bounded = all(cl.atu_s <= SHORT_ATU_S for cl in clusters.values())
+        self._bound_wake: float | None = None
+        self.sampling_bound: dict[str, float] | None = None  # {"spent", "execution_floor"} at a close
+        self.sampling_work = 0.0  # what sampling paid for the results it recorded: the bag's work
+        self._cut_censored: dict[str, list[float]] = {}  # per cluster, "> t" of the copies the close stopped
         # the plan
         self.estimates: dict[str, RuntimeEstimate] = {}
         self.options: list[Option] = []
@@ -343,6 +350,16 @@ class BatsCore(c.Core):
                 self._pending.append(task)
 
     def _settle(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
+        actions = self._settle_result(machine, ev)
+        if self.phase == SAMPLING:  # a result recorded while sampling is the bag's work, paid by sampling
+            for a in actions:
+                if isinstance(a, c.RecordResult) and a.task == ev.task and a.status == "done":
+                    cl = self.clusters[machine.cluster]
+                    self.sampling_work += max(0.0, ev.runtime_s) * self.prices[machine.cluster] / cl.atu_s \
+                        / self.cluster_slots[machine.cluster]
+        return actions
+
+    def _settle_result(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
         task, runtime = ev.task, max(0.0, ev.runtime_s)
         estimate = self.estimates.get(machine.cluster)
         if estimate is not None:
@@ -371,12 +388,95 @@ class BatsCore(c.Core):
         return self.sample.complete(self._active, bag_empty=not (self._pending or self._retry))
 
     def _end_sampling_if_complete(self, now: float) -> list[c.Action]:
+        notes: list[c.Action] = []
         if not self._sampling_complete():
-            return []
+            over = self._over_bound(now)
+            if over is None:
+                return self._wake_for_bound(now)
+            notes = self._close_sample(now, *over)
         samples = self._complete_samples()
         if not samples:
-            return [self._stop("no cluster produced a runtime to plan with")]
-        return self._plan_from(samples, now)
+            return [*notes, self._stop("no cluster produced a runtime to plan with")]
+        return [*notes, *self._plan_from(samples, now)]
+
+    def _bound_figures(self, now: float) -> tuple[float, float, float] | None:
+        """(money that only measured: spent past the machines' boots and first charges, less the bag's
+        work; the execution's low estimate; money per second the machines up spend) while sampling
+        under the bound; None where it does not apply or a cluster has not shown enough."""
+        if not self._bounded or self.sample.closed or not self._active:
+            return None
+        per_cluster = {}
+        for name in self._active:
+            ended = self.sample.ended_on(name) + self._unsampled.get(name, [])
+            if len(ended) < MIN_SEEN:
+                return None
+            rate = self.prices[name] / self.clusters[name].atu_s
+            per_cluster[name] = (lower_mean(ended, self._running_for(name, now)), rate / self.cluster_slots[name])
+        floor = execution_floor(self.remaining, per_cluster)
+        if floor is None:
+            return None
+        # the money each machine spends past its boot and its first ATU or minimum charge (paid at once,
+        # whether the sample closes or not), second by second, less what ran the bag's own results:
+        # the money that only measured, which waiting longer adds to
+        spent = burn = 0.0
+        for m in self.machines.values():
+            if m.up_at is None:
+                continue
+            cl = self.clusters[m.cluster]
+            rate = self.prices[m.cluster] / cl.atu_s
+            end = m.released_at if m.released_at is not None else now
+            spent += rate * max(0.0, end - max(m.up_at, m.acquired_at + max(cl.atu_s, cl.min_charge_s)))
+            burn += rate if m.released_at is None else 0.0
+        return max(0.0, spent - self.sampling_work), floor, burn
+
+    def _over_bound(self, now: float) -> tuple[float, float] | None:
+        """(spent, the execution's low estimate) when sampling's money has reached its bound."""
+        figures = self._bound_figures(now)
+        if figures is None:
+            return None
+        spent, floor, _burn = figures
+        return (spent, floor) if spent >= SAMPLING_BOUND * floor - 1e-12 else None
+
+    def _wake_for_bound(self, now: float) -> list[c.Action]:
+        """A wake-up when the money spent may reach the bound (the estimate only grows while tasks
+        run, so the money's own pace gives the earliest moment), unless one is asked for already."""
+        figures = self._bound_figures(now)
+        if figures is None:
+            return []
+        spent, floor, burn = figures
+        if burn <= 0:
+            return []
+        at = now + max(1.0, (SAMPLING_BOUND * floor - spent) / burn)
+        if self._bound_wake is not None and now < self._bound_wake <= at + 1e-9:
+            return []
+        self._bound_wake = at
+        return [WakeAt(at)]
+
+    def _close_sample(self, now: float, spent: float, floor: float) -> list[c.Action]:
+        """The bound closes the sample: the tasks running are censored, the copies not begun dropped."""
+        running = {name: self._running_for(name, now) for name in self._active}
+        for tasks in self.sample.close(running).values():
+            for task in tasks:
+                self._close_copy(task)
+        self.sampling_bound = {"spent": spent, "execution_floor": floor}
+        censored = sum(len(v) for v in self.sample.censored.values())
+        # a copy of a task whose result is in only measures: it stops here, its "> t" kept for the
+        # estimates and the odds (the copies of tasks without a result run on as the bag's work)
+        stops: list[c.Action] = []
+        for m in self.live_machines():
+            for task, attempt in list(m.held):
+                if task not in self.sample.replicas or self._status[task] == c.RUNNING:
+                    continue
+                index = m.held.index((task, attempt))
+                if index < len(m.started):
+                    self._cut_censored.setdefault(m.cluster, []).append(max(0.0, now - m.started[index]))
+                m.drop(index, now)
+                self.sample.close_copy(task)
+                stops.append(c.Cancel(m.id, task, attempt, "sampling closed at its money bound: the copy only measured"))
+        return [Notify(f"sampling closed at its money bound: {spent:g} spent only to measure, the execution it informs is "
+                       f"estimated at {floor:g} at least; {censored} sampled task(s) still running count as "
+                       "lasting longer than they have run (each runs on as the bag's work while its machine is kept, "
+                       "a copy that only measured stops)"), *stops]
 
     def _plan_from(self, samples: dict[str, list[float]], now: float) -> list[c.Action]:
         """The estimates from every cluster's complete sample set, then the options (§2.3)."""
@@ -425,7 +525,12 @@ class BatsCore(c.Core):
         return self.sample.complete_sets(self._active)
 
     def _stats(self, cluster: str, now: float):
-        return self.estimates[cluster].stats(self._running_for(cluster, now))
+        return self.estimates[cluster].stats(self._seen_running(cluster, now))
+
+    def _seen_running(self, cluster: str, now: float) -> list[float]:
+        """What the estimates and the odds count as lasting at least so long: the tasks running on the
+        cluster, and the copies the sample's money bound stopped (censored at their elapsed time)."""
+        return self._running_for(cluster, now) + self._cut_censored.get(cluster, [])
 
     def _running_for(self, cluster: str, now: float) -> list[float]:
         """How long each task running on the cluster has run."""
@@ -511,7 +616,7 @@ class BatsCore(c.Core):
         censored = []
         for name in names:  # each sorted, and a ratio keeps the order: the runs merge, nothing is sorted anew
             observed.append(self.estimates[name].finished_sorted() / ratio[name])
-            censored.append(np.asarray(self._running_for(name, now), dtype=float) / ratio[name])
+            censored.append(np.asarray(self._seen_running(name, now), dtype=float) / ratio[name])
         seen = np.concatenate(observed)
         seen.sort(kind="stable")
         try:
@@ -653,7 +758,7 @@ class BatsCore(c.Core):
         means = self._upper_means(self._now)
         if self.phase != EXECUTING:
             for name, estimate in self._sample_estimates.items():
-                means[name] = max(means.get(name, MIN_MEAN_S), estimate.stats(self._running_for(name, self._now)).bound(z, MIN_MEAN_S))
+                means[name] = max(means.get(name, MIN_MEAN_S), estimate.stats(self._seen_running(name, self._now)).bound(z, MIN_MEAN_S))
         return self._planner(n_tasks, means)
 
     def _upper_means(self, now: float) -> dict[str, float]:
@@ -1098,13 +1203,17 @@ class BatsCore(c.Core):
         sampling = self._sampling_cost_now() if self.sampling_cost is not None else total
         # rounded to the planner's money resolution (1e-9): a difference of two large float sums
         # must not show a $0.0001 execution as 0.00010000000020
-        figures["cost"].update({"sampling": sampling, "execution": round(total - sampling, 9)})
+        figures["cost"].update({"sampling": sampling, "execution": round(total - sampling, 9),
+                                "sampling_work": round(min(self.sampling_work, sampling), 9)})
         figures["policy"] = "bats"
         figures["phase"] = self.phase
         figures["budget"] = self.budget
         figures["cushion"] = self.cushion
         figures["cushion_accepted"] = self.cushion_accepted
         figures["sample_size"] = self.sample_size
+        figures["sampling_bound"] = None if self.sampling_bound is None else {
+            **{key: round(value, 9) for key, value in self.sampling_bound.items()},
+            "censored": {name: [round(t, 3) for t in values] for name, values in self.sample.censored.items()}}
         figures["options"] = [option_record(o) for o in self.options]
         figures["selected"] = None if self.selected is None else option_record(self.selected)
         figures["estimates"] = {name: {"mean_s": mean, "sd_s": sd} for name, (mean, sd) in self.plan_estimates.items()}

@@ -19,8 +19,36 @@ task, and a third of the sampling's money went to boots on the execution study's
 A cluster's share of the sample is the replicated tasks plus its part of the rest, about a dozen
 tasks, and there it samples on one machine per ``TASKS_PER_SAMPLING_MACHINE`` of them (two at
 least, seven at most): on 40 such pools `cheapest`'s median sampling share went from 39 % to 22 %
-of the total and its total cost down 11 %, for 3 % more wall time. An operator's
-``initial_workers`` always wins.
+of the total and its total cost down 11 %, for 3 % more wall time. A cluster never samples on
+more machines than the tasks its share holds (a bag of three tasks on two machines each wasted a
+boot). An operator's ``initial_workers`` always wins.
+
+What sampling may spend (:func:`execution_floor`, :data:`SAMPLING_BOUND`). Billed by the second or
+the minute on every cluster, sampling pays for each second it waits, and waiting for the last copy
+of a long task can cost more than the whole execution the sample is for: on a heavy-tailed bag
+(1 % of the tasks holding a quarter of the work) the study paid 2.13 for sampling against 0.0095
+for the execution, every cluster running one very long replicated task to its end. So the money the sample spends
+only to measure is bounded by a low estimate of the execution it informs: the tasks left times the least money
+a task costs on any cluster, each cluster's mean taken from what it has shown (the runtimes ended
+and, for a task still running, its elapsed time: a lower bound). Once every active cluster has
+ended :data:`MIN_SEEN` tasks and the money that only measured reaches :data:`SAMPLING_BOUND`
+times that estimate, the sample *closes*. That money is what the machines spent past their boot and
+their first ATU or minimum charge (paid at once whatever the sample does), second by second, less
+what ran the bag's own results (see below): the copies that only measure and the time idle. A
+machine doing the bag's work while a slow copy runs elsewhere is not waste, and a small bag whose
+sampling machines do most of it is not cut short for that. At the close (:meth:`Sample.close`)
+the copies not yet begun are dropped, and the sampled tasks still running become censored observations "> t". The sample does not cut
+them off: each runs on as the bag's work while its machine is kept (the choice may let the
+machine go, and then the task goes back to the bag; a replicated task's first copy to succeed is
+still its result), and while it runs the estimator (§2.1's tail, or its elapsed time beyond the sample's longest) and
+the odds (a running task is a lower bound there) count it as a task that lasts at least that long.
+With an ATU longer than a minute (the papers' hours) the sampling machines' first ATU is paid at
+once and the rule does not apply: seed 000's sample is taken as the paper takes it.
+
+The sampled tasks are the bag's work: their results are kept and never run again, so what
+sampling paid for them (the runtime of every result recorded while sampling, at its cluster's
+price per second and slot) is reported apart (``cost.sampling_work``), and the rest of sampling's
+money (boots, minimum charges, the copies that only measure, idle time) is what measuring cost.
 """
 
 from __future__ import annotations
@@ -34,6 +62,8 @@ from ..planning.estimate import REPLICATED_TASKS, Regression, complete_samples, 
 
 PAPER_SAMPLING_MACHINES = 7  # seed 000 §4: machines per cluster while sampling, each paid for an ATU
 TASKS_PER_SAMPLING_MACHINE = 5  # billed by the second or minute, sample tasks a sampling machine's boot is worth
+SAMPLING_BOUND = 1.0  # billed by the second or minute, sampling spends at most this times the execution's low estimate
+MIN_SEEN = 2  # tasks every active cluster must have ended before the bound may close the sample
 
 
 def sampling_machines(atu_s: float, sample_size: int, n_clusters: int, configured: int | None = None) -> int:
@@ -44,8 +74,27 @@ def sampling_machines(atu_s: float, sample_size: int, n_clusters: int, configure
         return configured
     if atu_s > SHORT_ATU_S:
         return PAPER_SAMPLING_MACHINES
-    share = REPLICATED_TASKS + max(0, sample_size - REPLICATED_TASKS) / max(1, n_clusters)
-    return max(2, min(PAPER_SAMPLING_MACHINES, math.ceil(share / TASKS_PER_SAMPLING_MACHINE)))
+    replicated = min(REPLICATED_TASKS, sample_size)
+    share = replicated + max(0, sample_size - replicated) / max(1, n_clusters)
+    machines = max(2, min(PAPER_SAMPLING_MACHINES, math.ceil(share / TASKS_PER_SAMPLING_MACHINE)))
+    return max(1, min(machines, math.ceil(share - 1e-9)))
+
+
+def execution_floor(tasks_left: int, per_cluster: Mapping[str, tuple[float, float]]) -> float | None:
+    """A low estimate of the execution's money: ``tasks_left`` times the least a task costs on any
+    cluster, each given as (its mean runtime's lower estimate in seconds, its money per second and
+    slot); None when no cluster has shown a runtime yet."""
+    costs = [mean_s * rate for mean_s, rate in per_cluster.values() if mean_s > 0]
+    if not costs:
+        return None
+    return max(0, tasks_left) * min(costs)
+
+
+def lower_mean(ended: Iterable[float], running_elapsed: Iterable[float]) -> float:
+    """A cluster's mean runtime from below: the runtimes ended and, for each task still running,
+    the time it has run (0 with nothing seen)."""
+    values = [*ended, *running_elapsed]
+    return sum(values) / len(values) if values else 0.0
 
 
 @dataclass
@@ -62,6 +111,8 @@ class Sample:
     running: set[int] = field(default_factory=set)  # the sample's other tasks, handed out
     done: int = 0  # ... and finished
     runtime: dict[str, list[float]] = field(default_factory=dict)  # per cluster, their runtimes
+    closed: bool = False  # closed by the money bound before every copy and sample task ended
+    censored: dict[str, list[float]] = field(default_factory=dict)  # at the close, per cluster: "> t" of each running
 
     def __post_init__(self) -> None:
         for name in self.clusters:
@@ -90,7 +141,24 @@ class Sample:
 
     def still_wanted(self) -> bool:
         """Whether a task handed out now belongs to the sample."""
-        return self.done + len(self.running) < self.target
+        return not self.closed and self.done + len(self.running) < self.target
+
+    def ended_on(self, cluster: str) -> list[float]:
+        """The runtimes the sample has seen end on ``cluster`` (its replicated copies and its others)."""
+        return [r[cluster] for r in self.replica_runtime.values() if cluster in r] + self.runtime.get(cluster, [])
+
+    def close(self, running_elapsed: Mapping[str, list[float]]) -> dict[str, list[int]]:
+        """The money bound closes the sample now (see the module docstring): the tasks running are
+        censored at their elapsed times (``running_elapsed``, per cluster), the sample's other
+        tasks running become ordinary ones, and the copies not begun are dropped: returned per
+        cluster, for the caller to close (a task none of whose copies ran goes back to the bag)."""
+        self.closed = True
+        self.censored = {name: sorted(values) for name, values in running_elapsed.items() if values}
+        self.running = set()
+        dropped = {name: list(todo) for name, todo in self.todo.items() if todo}
+        for name in dropped:
+            self.todo[name] = []
+        return dropped
 
     def record(self, task: int, cluster: str, runtime: float) -> None:
         """A task of the sample (not a replicated one) finished on ``cluster``."""
@@ -99,7 +167,10 @@ class Sample:
         self.runtime[cluster].append(runtime)
 
     def complete(self, active: Iterable[str], bag_empty: bool) -> bool:
-        """Every copy of the active clusters has ended and the sample is done (or the bag ran dry)."""
+        """Every copy of the active clusters has ended and the sample is done (or the bag ran dry),
+        or the money bound closed it."""
+        if self.closed:
+            return True
         if any(self.todo[name] for name in active) or self.replicas or self.running:
             return False
         return self.done >= self.target or bag_empty
