@@ -49,7 +49,7 @@ T_PARALLEL = 3.0  # ... and than GNU parallel -j2
 T_START_S = 0.6  # 10 true, whole command
 T_RSS_MIB = 80.0  # peak RSS at 200,000 tasks
 # the code before this round's cuts of the per-task and start-up costs, measured beside this tree
-BASE_COMMIT = "f7251fce07727d791528faba596f7a0fbe357e2b"
+BASE_COMMIT = "6449329cef1a9edb6462122255cf62db21e92e17"
 
 
 def _base(work: Path, log: Callable[[str], None], compiled: bool = True) -> Path | None:
@@ -252,8 +252,9 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
     start_cpus = {name: [c for _w, c in v] for name, v in starts.items()}
     start_ratio, start_cpu_ratio = ratio("base", start_walls), ratio("base", start_cpus)
     raw_ratio = ratio("raw", start_walls)
-    t += [f"One machine, this tree beside `{BASE_COMMIT[:10]}` (the code before the cuts of this round: the events "
-          "log's encoder, the master's and the local workers' exit, the wait for releases; extracted by `git "
+    t += [f"One machine, this tree beside `{BASE_COMMIT[:10]}` (the code before the cuts of this round: the "
+          "protocol's check and its unpackers, the events log's flattening, the journal's binding of output tails, "
+          "the server's glue; extracted by `git "
           "archive` and run first on `PYTHONPATH`, through its own `python -m bats.master.cli`), alternating; both "
           "with their bytecode written first (`bench/run.py` compiles the installed packages before it times "
           "anything, as an install from a wheel has them); the start-up also of the base without bytecode "
