@@ -132,7 +132,7 @@ def run_fleet(work: Path, bats_master: Path, machines: int, task_s: float, n_tas
     report = json.loads((state / "report.json").read_text()) if (state / "report.json").exists() else None
     row: dict[str, Any] = {"machines": machines, "task_s": task_s, "tasks": n_tasks, "exit": code,
                            "emulators": len(emulators), "reported": len(stats)}
-    if report is None or len(stats) != len(emulators):
+    if report is None or len(stats) != len(emulators) or all(s["first_result"] is None for s in stats):
         row["error"] = (run / "master.log").read_text(errors="replace").strip().splitlines()[-3:]
         shutil.rmtree(run, ignore_errors=True)
         return row
