@@ -209,11 +209,12 @@ def test_a_price_change_while_the_operator_chooses_re_plans_and_offers_again():
     assert core.phase == b.OFFERING and core.options == list(options)
     assert core.choose("cheapest").machines == {"a": 0, "b": 1}
     # counted in whole tasks with the machines up, 3 x b ends when every machine does; the odds,
-    # which replay varying runtimes, show every machine ending sooner (P50 22.3 s against 24.5 s)
+    # which replay varying runtimes, show every machine ending sooner (P50 26.1 s against 27.4 s)
     assert [(o.label, o.also, o.machines) for o in options] == [
         ("cheapest", ("+20%",), {"a": 0, "b": 1}), ("fastest-20%", (), {"a": 0, "b": 3}),
         ("fastest", (), {"a": 3, "b": 3})]
-    assert [o.odds.makespan_p50_s < 23.0 for o in core.options if o.odds] == [False, False, True]
+    p50 = [o.odds.makespan_p50_s for o in core.options if o.odds]
+    assert len(p50) == 3 and p50[2] < p50[1] < p50[0]
 
 
 def test_schedule_chosen_acquires_the_missing_machines_and_keeps_sampling_machines():
@@ -383,10 +384,10 @@ def test_budget_exhaustion_finishes_incomplete_with_the_tasks_not_run():
     core = d.core
     d.through(90.0)
     actions = d.feed(c.Tick(90.0))
-    # ... and the early warning says so before any of the $2 is spent: 17 % of the replays of the
+    # ... and the early warning says so before any of the $2 is spent: 12 % of the replays of the
     # 12 tasks left on a1 and a2 end within it, $3 more would make it 90 %
     (warning,) = [a for a in actions if isinstance(a, c.WarnShort)]
-    assert (warning.chance, warning.needed, warning.spent, warning.money) == (0.17, 3.0, 0.0, 2.0)
+    assert (warning.chance, warning.needed, warning.spent, warning.money) == (0.12, 3.0, 0.0, 2.0)
     actions.remove(warning)
     assert actions == [c.Release("b1", DONE_SAMPLING), c.Release("b2", DONE_SAMPLING), c.WakeAt(140.0)]
     assert core.reconfigurations == []
