@@ -11,17 +11,29 @@ hello is accepted, by the descriptor libzmq reports for that frame (``ZMQ_SRCFD`
 
 :class:`DoorKeeper` is the ZAP handler (a thread answering on ZAP's ``inproc`` endpoint, RFC 27):
 it accepts any CURVE client key and names it, in Z85, as the connection's ``User-Id`` (the master
-binds a machine to it). Before a handshake completes it asks the door: past ``PER_ADDRESS`` connections without a hello from the same address, or ``TOTAL`` from
-everywhere, the handshake is refused with ZAP's status 300 (a temporary failure: libzmq on the
-other side tries again after its reconnect interval, so an honest worker that met a full door gets
-in once a seat frees). A connection that stays ``HELLO_WITHIN_S`` without an admitting hello, or that
-sent more before its hello than its budget allows (:meth:`Door.evict`), is shut down under libzmq
-(``shutdown(2)`` on its descriptor, after checking that the descriptor still belongs to the same
-peer address and port): ZeroMQ has no call that drops one peer of a ROUTER, and this is one. A
-worker whose connection is shut down reconnects on its own and says hello again. The client key of a
-connection shut down for its budget is refused a new handshake (the same temporary status) for
-``PENALTY_S``: libzmq reconnects with the same key at once, and each reconnect of a flooder made the
-master decrypt a fresh burst of large frames (an attacker can make new keys, at its own cost).
+binds a machine to it). Before a handshake completes it asks the door: past ``PER_ADDRESS``
+connections without a hello from the same address, or ``TOTAL`` from everywhere, the handshake is
+refused with ZAP's status 300 (a temporary failure: libzmq on the other side tries again after its
+reconnect interval, so an honest worker that met a full door gets in once a seat frees).
+
+A refused connection stops counting at once, though its end is seen only later: the count is of
+connections still in their handshake or let in. Counting the refused ones too, a burst of more than
+``TOTAL`` workers connecting together (a fleet's start) had every handshake refused, and those of
+its reconnects, for as long as the burst stayed larger than the door; now the door lets ``TOTAL``
+of them in and refuses the rest. A ZAP request names the peer's address, not its port, so which
+connection was refused is not known: the refused are counted per address, and any end of a
+connection without a hello from that address takes one off. The count may then stay high (never
+low) until that address's refused connections are gone; libzmq may keep one until its handshake
+times out (``ZMQ_HANDSHAKE_IVL``) before its peer tries again.
+
+A connection that stays ``HELLO_WITHIN_S`` without an admitting hello, or that sent more before its
+hello than its budget allows (:meth:`Door.evict`), is shut down under libzmq (``shutdown(2)`` on its
+descriptor, after checking that the descriptor still belongs to the same peer address and port):
+ZeroMQ has no call that drops one peer of a ROUTER, and this is one. A worker whose connection is
+shut down reconnects on its own and says hello again. The client key of a connection shut down for
+its budget is refused a new handshake (the same temporary status) for ``PENALTY_S``: libzmq
+reconnects with the same key at once, and each reconnect of a flooder made the master decrypt a
+fresh burst of large frames (an attacker can make new keys, at its own cost).
 
 With ``--insecure`` there is no ZAP and no door (the master then listens on loopback only).
 """
@@ -72,6 +84,7 @@ class Door:
         self._lock = threading.Lock()
         self._open: dict[int, _Connection] = {}
         self._waiting: dict[str, int] = {}  # address -> connections not admitted
+        self._refused: dict[str, int] = {}  # address -> of those, how many were refused a handshake
         self._evict: list[int] = []  # descriptors the master asked to shut down
         self._penalty: dict[str, float] = {}  # client key (Z85) -> until when its handshakes are refused
         self.refused = 0  # handshakes refused so far
@@ -81,7 +94,8 @@ class Door:
         with self._lock:
             old = self._open.pop(fd, None)  # a descriptor reused before its end was seen
             if old is not None and not old.admitted:
-                self._waiting[old.address] -= 1
+                self._left(old.address)
+                self._forget_refused(old.address)
             self._open[fd] = _Connection(address, port, now)
             self._waiting[address] = self._waiting.get(address, 0) + 1
 
@@ -90,6 +104,17 @@ class Door:
             conn = self._open.pop(fd, None)
             if conn is not None and not conn.admitted:
                 self._left(conn.address)
+                self._forget_refused(conn.address)
+
+    def _forget_refused(self, address: str) -> None:
+        """A connection without a hello from ``address`` ended: if some from there were refused, it
+        is taken for one of them (a refused one ends soon; taking another instead only keeps the
+        count higher until the refused one ends too)."""
+        refused = self._refused.get(address, 0)
+        if refused > 1:
+            self._refused[address] = refused - 1
+        elif refused:
+            del self._refused[address]
 
     def _left(self, address: str) -> None:
         left = self._waiting[address] - 1
@@ -124,21 +149,26 @@ class Door:
 
     def refuses(self, address: str, now: float, key: str = "") -> str | None:
         """Why a new handshake from ``address`` with client ``key`` is refused, or None. The
-        connection asking is already counted (its ``EVENT_ACCEPTED`` comes before its handshake)."""
+        connection asking is already counted (its ``EVENT_ACCEPTED`` comes before its handshake);
+        those refused before it are not (see the module docstring)."""
         with self._lock:
-            here = self._waiting.get(address, 0)
-            everywhere = sum(self._waiting.values())
+            here = self._waiting.get(address, 0) - self._refused.get(address, 0)
+            everywhere = sum(self._waiting.values()) - sum(self._refused.values())
             penalty = self._penalty.get(key)
-        if penalty is not None and now < penalty:
-            reason = f"a connection with this key from {address} sent past its budget before hello"
-        elif here > self.per_address:
-            reason = f"more than {self.per_address} connections from {address} without a hello"
-        elif everywhere > self.total:
-            reason = f"more than {self.total} connections without a hello"
-        else:
-            return None
-        self.refused += 1
-        return reason
+            if penalty is not None and now < penalty:
+                reason = f"a connection with this key from {address} sent past its budget before hello"
+            elif here > self.per_address:
+                reason = f"more than {self.per_address} connections from {address} without a hello"
+            elif everywhere > self.total:
+                reason = f"more than {self.total} connections without a hello"
+            else:
+                return None
+            # never more refused than open: a ZAP request whose connection's accept was not seen
+            self._refused[address] = min(self._refused.get(address, 0) + 1, self._waiting.get(address, 0))
+            if not self._refused[address]:
+                del self._refused[address]
+            self.refused += 1
+            return reason
 
     def to_shut(self, now: float) -> list[tuple[int, str, int]]:
         """(descriptor, address, port) of the connections to shut down now: those the master
