@@ -168,6 +168,7 @@ class BatsCore(c.Core):
             for name, cl in clusters.items()}
         self.sample = Sample(list(clusters))  # the replicated tasks, the rest of the sample, their runtimes
         self._unsampled: dict[str, list[float]] = {name: [] for name in clusters}  # other tasks done meanwhile
+        self._unsampled_s: dict[str, float] = {}  # ... and their sum (the money bound reads it at every result)
         self._sample_estimates: dict[str, RuntimeEstimate] = {}  # §2.1's T_i without them, for the cushion
         self._late_requests: dict[str, int] = {}  # machines sampling asked for, not acquired at the plan
         self._late_machines: list[str] = []  # ... and acquired since: their ATUs before the execution are sampling's
@@ -377,6 +378,7 @@ class BatsCore(c.Core):
             self.sample.record(task, machine.cluster, runtime)
         elif self.phase == SAMPLING:
             self._unsampled[machine.cluster].append(runtime)
+            self._unsampled_s[machine.cluster] = self._unsampled_s.get(machine.cluster, 0.0) + runtime
         return self.endgame.settle(machine, ev, super()._settle)
 
     def _after_result(self, machine: c.Machine, ev: c.TaskFinished) -> list[c.Action]:
@@ -405,13 +407,18 @@ class BatsCore(c.Core):
         under the bound; None where it does not apply or a cluster has not shown enough."""
         if not self._bounded or self.sample.closed or not self._active:
             return None
+        if self.sample.still_wanted() and (self._pending or self._retry):
+            return None  # the sample's n_s tasks are not all handed out: it would be a smaller sample
         per_cluster = {}
         for name in self._active:
-            ended = self.sample.ended_on(name) + self._unsampled.get(name, [])
-            if len(ended) < MIN_SEEN:
+            ended = self.sample.ended_on(name)
+            others = self._unsampled.get(name, [])
+            if len(ended) + len(others) < MIN_SEEN:
                 return None
+            total = sum(ended) + self._unsampled_s.get(name, 0.0)
             rate = self.prices[name] / self.clusters[name].atu_s
-            per_cluster[name] = (lower_mean(ended, self._running_for(name, now)), rate / self.cluster_slots[name])
+            per_cluster[name] = (lower_mean(total, len(ended) + len(others), self._running_for(name, now)),
+                                 rate / self.cluster_slots[name])
         floor = execution_floor(self.remaining, per_cluster)
         if floor is None:
             return None

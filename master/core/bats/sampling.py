@@ -31,7 +31,9 @@ for the execution, every cluster running one very long replicated task to its en
 only to measure is bounded by a low estimate of the execution it informs: the tasks left times the least money
 a task costs on any cluster, each cluster's mean taken from what it has shown (the runtimes ended
 and, for a task still running, its elapsed time: a lower bound). Once every active cluster has
-ended :data:`MIN_SEEN` tasks and the money that only measured reaches :data:`SAMPLING_BOUND`
+ended :data:`MIN_SEEN` tasks, every task of the sample has been handed out (the sample keeps the
+size n_s that §2.1 asks for, some of its tasks censored rather than missing), and the money that
+only measured reaches :data:`SAMPLING_BOUND`
 times that estimate, the sample *closes*. That money is what the machines spent past their boot and
 their first ATU or minimum charge (paid at once whatever the sample does), second by second, less
 what ran the bag's own results (see below): the copies that only measure and the time idle. A
@@ -90,11 +92,12 @@ def execution_floor(tasks_left: int, per_cluster: Mapping[str, tuple[float, floa
     return max(0, tasks_left) * min(costs)
 
 
-def lower_mean(ended: Iterable[float], running_elapsed: Iterable[float]) -> float:
-    """A cluster's mean runtime from below: the runtimes ended and, for each task still running,
-    the time it has run (0 with nothing seen)."""
-    values = [*ended, *running_elapsed]
-    return sum(values) / len(values) if values else 0.0
+def lower_mean(ended_s: float, ended: int, running_elapsed: Iterable[float]) -> float:
+    """A cluster's mean runtime from below: ``ended`` runtimes summing to ``ended_s`` and, for each
+    task still running, the time it has run (0 with nothing seen)."""
+    running = list(running_elapsed)
+    count = ended + len(running)
+    return (ended_s + sum(running)) / count if count else 0.0
 
 
 @dataclass
