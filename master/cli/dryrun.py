@@ -93,7 +93,7 @@ def dry_run(args: argparse.Namespace, bag: Bag, config: Config, choice) -> int:
         lines.append(f"  sampling costs about {sampled:.{places}f} with these runtimes (simulated: every ATU "
                      "the sampling machines begin until the sample is complete)")
     if choice.policy == "bats":
-        lines.append(_sampling_upper_bound(len(bag), config, asked, runtimes, places))
+        lines.append(_sampling_upper_bound(len(bag), sample_size, config, asked, runtimes, places))
     if choice.policy != "bats":
         lines.append(f"(--dry-run shows BaTS's options; the {choice.policy} plan is made once the sample is measured)")
     if choice.policy != "bats" or not runtimes:
@@ -107,16 +107,18 @@ def dry_run(args: argparse.Namespace, bag: Bag, config: Config, choice) -> int:
     return 0
 
 
-def _sampling_upper_bound(n_tasks: int, config: Config, asked: dict[str, int], runtimes: dict[str, list[float]],
-                         places: int) -> str:
-    """The line that says the most sampling can cost (:mod:`bats.master.core.bats.sampling`): billed by
-    the second or minute on every cluster, each sampling machine's boot (its ``startup``) and minimum
-    charge, plus the larger of the money until every cluster has ended the tasks the bound waits for
-    and the bound itself, the cheapest execution of the bag, plus the ATU each machine has begun when
-    the sample closes; with longer ATUs, no bound."""
-    from ..core.bats.sampling import MIN_SEEN, SAMPLING_BOUND
+def _sampling_upper_bound(n_tasks: int, sample_size: int, config: Config, asked: dict[str, int],
+                         runtimes: dict[str, list[float]], places: int) -> str:
+    """The line that says the most sampling can spend to measure (:mod:`bats.master.core.bats.sampling`):
+    billed by the second or minute on every cluster, each sampling machine's boot (its ``startup``) and
+    first charge, plus the larger of what the machines spend while each cluster runs its share of the
+    sample at the runtimes known and the bound itself (the cheapest execution of the bag: a sample
+    slower than those runtimes closes there), plus the ATU each machine is in when it closes; the rest of sampling's money runs the bag's own tasks. With longer ATUs,
+    no bound."""
+    from ..core.bats.sampling import SAMPLING_BOUND
     from ..core.billing import atus_begun
     from ..core.planning.clusters import SHORT_ATU_S
+    from ..core.planning.estimate import REPLICATED_TASKS
 
     if any(cl.atu_s > SHORT_ATU_S for cl in config.clusters.values()):
         return ("  sampling has no upper bound here: with an ATU longer than a minute it runs until every "
@@ -126,24 +128,30 @@ def _sampling_upper_bound(n_tasks: int, config: Config, asked: dict[str, int], r
         cl = config.clusters[name]
         boot = float(cl.options.get("startup", 0.0) or 0.0)
         first += n * atus_begun(boot, cl.atu_s, cl.min_charge_s) * cl.price
-    rule = (f"its machines' boots and minimum charges, then up to {SAMPLING_BOUND:g} x the cheapest execution of the "
-            f"bag, where the sample closes and its running tasks are censored, and the ATU each machine is in")
     begun = sum(n * config.clusters[name].price for name, n in asked.items())  # the ATU each is in at the close
+    rest = "the rest of what it costs runs the bag's own tasks, which are not run again"
     if any(name not in runtimes for name in asked):
-        return (f"  sampling costs at most {first + begun:.{places}f} (boots as configured, minimum charges, the ATU "
-                f"each machine is in when the sample closes) plus up to "
-                f"{SAMPLING_BOUND:g} x the cheapest execution of the bag: an upper bound; --guess-runtime gives its figure")
+        return (f"  sampling spends at most {first + begun:.{places}f} to measure (boots as configured, first charges, "
+                f"the ATU each machine is in when the sample closes) plus what they spend until every cluster has "
+                f"ended two tasks, then up to {SAMPLING_BOUND:g} x the cheapest execution of the bag: an upper bound "
+                f"in the bag's runtimes, --guess-runtime gives its figure; {rest}")
     mean = {name: sum(values) / len(values) for name, values in runtimes.items() if values}
     slots = {name: cl.slots or 1 for name, cl in config.clusters.items()}
     per_task = [mean[name] * cl.price / cl.atu_s / slots[name] for name, cl in config.clusters.items() if name in mean]
     cheapest = n_tasks * min(per_task) if per_task else 0.0
-    # until every cluster has ended MIN_SEEN tasks, the bound does not close the sample
-    wait = max((math.ceil(MIN_SEEN / max(1, asked[name] * slots[name])) * mean[name] for name in asked if asked[name]),
+    # at these runtimes each cluster runs its share of the sample (its copies of the replicated tasks
+    # and its part of the others) in this long; the machines' money meanwhile may all be measuring
+    replicated = min(REPLICATED_TASKS, sample_size)
+    share = replicated + max(0, sample_size - replicated) / max(1, len(asked))
+    wait = max((math.ceil(share / (asked[name] * slots[name])) * mean[name] for name in asked if asked[name]),
                default=0.0)
     waiting = sum(n * wait * config.clusters[name].price / config.clusters[name].atu_s for name, n in asked.items())
     upper = first + max(waiting, SAMPLING_BOUND * cheapest) + begun
-    return (f"  sampling costs at most {upper:.{places}f} with these runtimes (an upper bound: {rule}; the "
-            f"cheapest execution of the {n_tasks} task(s) is about {cheapest:.{places}f})")
+    return (f"  sampling spends at most {upper:.{places}f} to measure (an upper bound: its machines' boots and "
+            f"first charges, then the more of what they spend while the sample runs at these runtimes, "
+            f"{waiting:.{places}f}, and {SAMPLING_BOUND:g} x the cheapest execution of the bag, "
+            f"{cheapest:.{places}f}, where a slower sample closes with its running tasks censored, and the ATU "
+            f"each machine is in then); {rest}")
 
 
 def _known_runtimes(args, bag: Bag, config: Config, guesses: dict[str, float]):

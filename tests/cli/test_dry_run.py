@@ -114,11 +114,14 @@ def test_a_budget_pick_pays_the_sampling_it_shows_first(tmp_path: Path):
     assert "sampling costs at least 12.00" in out
     # two machines per cluster run the 24 sampled tasks (7 on every cluster): 2 ATUs each
     assert "sampling costs about 24.00 with these runtimes" in out
-    # billed every 10 s, sampling is bounded: the six machines' first ATU (12), then at most the
-    # cheapest execution of the bag (100 tasks at 4 s on slow, $0.05 a second: 20), and the ATU each
-    # machine is in when the sample closes (12)
-    assert ("sampling costs at most 44.00 with these runtimes (an upper bound: its machines' boots and minimum "
-            "charges, then up to 1 x the cheapest execution of the bag") in out
+    # billed every 10 s, what sampling spends to measure is bounded: the six machines' first ATU (12),
+    # then the more of their money while each cluster runs its share of the sample (7 + 17 / 3 tasks
+    # on 2 machines: 7 rounds of slow's 4 s, $0.12 a second for all six: 33.6) and the cheapest
+    # execution of the bag (100 tasks at 4 s on slow, $0.05 a second: 20), and the ATU each machine
+    # is in when the sample closes (12)
+    assert ("sampling spends at most 57.60 to measure (an upper bound: its machines' boots and first charges, then "
+            "the more of what they spend while the sample runs at these runtimes, 33.60, and 1 x the cheapest "
+            "execution of the bag, 20.00") in out
     assert "--budget 30 would pay about 24 for the sampling; the 6 left pays for no configuration" in out
     assert "simulated: the run ends INCOMPLETE, 20 of 100 task(s) not run (30 spent)" in out
     enough = next(line for line in out.splitlines() if "would end the bag" in line)
