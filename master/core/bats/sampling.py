@@ -45,7 +45,12 @@ machine go, and then the task goes back to the bag; a replicated task's first co
 still its result), and while it runs the estimator (§2.1's tail, or its elapsed time beyond the sample's longest) and
 the odds (a running task is a lower bound there) count it as a task that lasts at least that long.
 With an ATU longer than a minute (the papers' hours) the sampling machines' first ATU is paid at
-once and the rule does not apply: seed 000's sample is taken as the paper takes it.
+once and the rule does not apply: seed 000's sample is taken as the paper takes it. The bound is a
+guard for the tail, not the common case: on the execution study's first 100 per-second and
+per-minute pools (``--billing fine --seed 1``) it closed 2 samples; a spiky bag of 794 tasks paid
+0.24 for sampling instead of 0.51, against a cheapest option of 0.070 instead of 0.0097 (sampling
+had run most of the bag), and the most sampling cost against the cheapest option went from 52x to
+3.8x; the median (0.24x) did not move.
 
 The sampled tasks are the bag's work: their results are kept and never run again, so what
 sampling paid for them (the runtime of every result recorded while sampling, at its cluster's
