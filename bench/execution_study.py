@@ -223,7 +223,13 @@ class CountingSimulator(Simulator):
         true = {name: float(left.mean()) / self._speed[name] for name in core.estimates}
         planner = core._planner(core.remaining, means=true)
         option = dataclasses.replace(core.selected, makespan_s=-1.0)
-        self.oracle_s = with_machines_up(option, planner.clusters, planner.n_tasks, core._paid_left(self.now),
+        # the machines the choice acquired boot first: only the ones up count as kept (the options'
+        # view at the offer); a booting one counted as up made this plan a boot too short
+        up: dict[str, list[float]] = {}
+        for m, seconds in core._machines_up(self.now):
+            if m.state is c.MachineState.UP:
+                up.setdefault(m.cluster, []).append(seconds)
+        self.oracle_s = with_machines_up(option, planner.clusters, planner.n_tasks, up,
                                          core._boot_times()).makespan_s
         used = [name for name, n in core.selected.machines.items() if n and name in core._sample_estimates]
         if used:
