@@ -230,7 +230,7 @@ class CountingSimulator(Simulator):
             if m.state is c.MachineState.UP:
                 up.setdefault(m.cluster, []).append(seconds)
         self.oracle_s = with_machines_up(option, planner.clusters, planner.n_tasks, up,
-                                         core._boot_times()).makespan_s
+                                         core._boot_times(), shapes=core._shapes()).makespan_s
         used = [name for name, n in core.selected.machines.items() if n and name in core._sample_estimates]
         if used:
             now = self.now

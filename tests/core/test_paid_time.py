@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bats.master.core.planning.paid_time import cost_from_now, makespan_of, whole_tasks_makespan, with_machines_up
+from bats.master.core.planning.paid_time import (
+    cost_from_now,
+    makespan_of,
+    tail_allowance,
+    whole_tasks_makespan,
+    with_machines_up,
+)
 from bats.master.core.planning.planner import ClusterPlan, Option, Planner
 
 CLUSTERS = [ClusterPlan("a", 10.0, 1.0, 100.0, 3), ClusterPlan("b", 5.0, 2.0, 100.0, 3)]
@@ -113,3 +119,33 @@ def test_a_bag_does_not_end_before_the_longest_sampled_task_of_the_clusters_it_u
     assert with_machines_up(both, clusters, 2, {}, {}, {"a": 900.0, "b": 450.0}).makespan_s == pytest.approx(450.0)
     many = with_machines_up(option, clusters, 200, {}, {}, {"a": 900.0})
     assert many.makespan_s == pytest.approx(with_machines_up(option, clusters, 200, {}, {}).makespan_s)
+
+
+def test_the_end_of_the_bag_adds_nothing_when_every_task_takes_its_mean():
+    # fixed runtimes: the whole-task model is exact, so the sampled spread adds nothing
+    assert tail_allowance([(50, 10.0, 0.0, INF)], [[3.0] * 30], 200.0) == 0.0
+    assert tail_allowance([(50, 10.0, 0.0, INF)], [None], 200.0) == 0.0
+    # nor a machine let go (it takes only tasks that fit before its release) or one booting past the end
+    assert tail_allowance([(4, 10.0, 0.0, 50.0), (4, 10.0, 195.0, INF)], [[5.0, 15.0]] * 2, 200.0) == 0.0
+
+
+def test_the_end_of_the_bag_waits_for_the_longest_residual_of_the_last_tasks():
+    # two slots, runtimes 5 s or 15 s (mean 10): each slot's last task has a renewal residual R,
+    # P(R <= r) = E[min(X, r)] / 10; E[max of two] = 8.75 s, E[R] = E[X^2] / 20 = 6.25 s; with every
+    # task at 10 s they are 6.67 s and 5 s: the bag ends (8.75 - 6.25) - (6.67 - 5) = 5/6 s later
+    assert tail_allowance([(2, 10.0, 0.0, INF)], [[5.0, 15.0]], 80.0) == pytest.approx(5 / 6, rel=1e-5)
+    # the same runtimes on any scale: only their shape counts
+    assert tail_allowance([(2, 10.0, 0.0, INF)], [[1.0, 3.0]], 80.0) == pytest.approx(5 / 6, rel=1e-5)
+
+
+def test_an_option_ends_later_by_the_spread_of_its_runtimes_and_costs_the_same():
+    option = next(o for o in Planner(CLUSTERS, 16).options() if o.machines == {"a": 2, "b": 0})
+    up = {"a": [500.0, 500.0]}
+    plain = with_machines_up(option, CLUSTERS, 16, up, {})
+    spread = with_machines_up(option, CLUSTERS, 16, up, {}, shapes={"a": [5.0, 15.0]})
+    assert plain.makespan_s == 80.0  # 16 tasks of 10 s on two machines up
+    assert spread.makespan_s == pytest.approx(80.0 + 5 / 6, rel=1e-6)
+    # machines with nothing left are let go: the tail is not billed to every one of them
+    assert spread.cost == plain.cost and spread.budget == plain.budget
+    # fixed runtimes: exactly the whole-task makespan
+    assert with_machines_up(option, CLUSTERS, 16, up, {}, shapes={"a": [10.0] * 5}) == plain

@@ -119,6 +119,7 @@ __all__ = [
 MIN_MEAN_S = 1e-6  # a cluster whose tasks take no measurable time still needs a mean > 0 to plan
 REARM = 0.05  # a warned run warns again only after its chance has come back this far above the threshold
 DECISIVE_SDS = 4.5  # a check's first half of replays this many standard deviations below the threshold: short
+SHAPE_POINTS = 1000  # a cluster's runtimes the end-of-bag allowance reads, at most (quantiles beyond)
 ODDS_ALL = 40  # up to this many options all get their odds; beyond, the ones a table shows (spread)
 ODDS_DECIDE = frozenset({"fastest"})  # every machine, tied by the whole-task model with fewer: the odds decide
 NOTHING_LEFT = "nothing left to run: billed by the second, it would pay for waiting"
@@ -565,9 +566,9 @@ class BatsCore(c.Core):
                              max_machines=self.max_machines)
         options = planner.options(self.settings.max_raise, front=front)
         upper = self._upper_planner(planner.n_tasks)  # built once: every option is costed with it
-        paid, boot, longest = self._paid_left(self._now), self._boot_times(), self._longest()
+        paid, boot, longest, shapes = self._paid_left(self._now), self._boot_times(), self._longest(), self._shapes()
         made = shown([with_machines_up(with_estimate_cushion(o, upper), planner.clusters, planner.n_tasks, paid, boot,
-                                       longest) for o in options], apart=ODDS_DECIDE)
+                                       longest, shapes) for o in options], apart=ODDS_DECIDE)
         for option in list(made):  # what each option runs with its cushion declined is a row of its own
             row = self._declined(option, planner)
             if row is None:
@@ -599,7 +600,7 @@ class BatsCore(c.Core):
         row = Option(0, option.label + NO_CUSHION, est.machines, est.makespan_s, est.makespan_atu, est.cost, 0.0,
                      option.budget, est.delta_n, "", False)
         return with_machines_up(row, planner.clusters, planner.n_tasks, self._paid_left(self._now),
-                                self._boot_times(), self._longest())
+                                self._boot_times(), self._longest(), self._shapes())
 
     def declined_row(self, option: Option) -> Option | None:
         """The row the execution runs for ``option`` with its cushion declined (the options
@@ -659,7 +660,7 @@ class BatsCore(c.Core):
         if fitted is None or money <= 0:
             return None
         model, ratio = fitted
-        paid, boot, longest = self._paid_left(self._now), self._boot_times(), self._longest()
+        paid, boot, longest, shapes = self._paid_left(self._now), self._boot_times(), self._longest(), self._shapes()
         running, busy = self._running_up(self._now, ratio)
         fresh = max(0, planner.n_tasks - busy)
         candidates = []
@@ -668,7 +669,7 @@ class BatsCore(c.Core):
                 continue
             option = Option(0, "budget", estimate.machines, estimate.makespan_s, estimate.makespan_atu, estimate.cost,
                             0.0, money, estimate.delta_n, "", True)
-            candidates.append(with_machines_up(option, planner.clusters, planner.n_tasks, paid, boot, longest))
+            candidates.append(with_machines_up(option, planner.clusters, planner.n_tasks, paid, boot, longest, shapes))
         candidates.sort(key=lambda o: (o.makespan_s, o.cost))
         seed = int(self.odds_rng.integers(2**63))
         tried: dict[int, Option] = {}
@@ -705,12 +706,31 @@ class BatsCore(c.Core):
         if option is None:
             return None
         option = with_machines_up(option, planner.clusters, planner.n_tasks, self._paid_left(self._now),
-                                  self._boot_times(), self._longest())
+                                  self._boot_times(), self._longest(), self._shapes())
         return self._with_odds([option], planner)[0]
 
     def _longest(self) -> dict[str, float]:
         """Each cluster's longest sampled runtime (its complete sample set's)."""
         return {name: e.sample[-1] for name, e in self.estimates.items() if e.sample}
+
+    def _shapes(self) -> dict[str, np.ndarray]:
+        """Each cluster's runtimes as its mean counts them, whose spread the options' makespans
+        count at the end of the bag (:func:`~..planning.paid_time.tail_allowance`): its sample,
+        the other tasks done on it, and each task running by the sample's tail rule (counted
+        without them, the long tasks still running went missing from the spread). Sorted; a
+        long run's in SHAPE_POINTS quantiles."""
+        shapes: dict[str, np.ndarray] = {}
+        for name, estimate in self.estimates.items():
+            running = [max(elapsed, estimate.tail_estimate(elapsed)) for elapsed in self._running_for(name, self._now)]
+            values = np.concatenate([np.asarray(estimate.sample, dtype=float), estimate.finished_sorted(),
+                                     np.asarray(running, dtype=float)])
+            if not len(values):
+                continue
+            values.sort(kind="stable")
+            if len(values) > SHAPE_POINTS:
+                values = np.quantile(values, (np.arange(SHAPE_POINTS) + 0.5) / SHAPE_POINTS)
+            shapes[name] = values
+        return shapes
 
     def _machines_up(self, now: float) -> list[tuple[c.Machine, float]]:
         """The machines up the options may keep, each with the seconds it has left to run tasks in
@@ -902,7 +922,7 @@ class BatsCore(c.Core):
                     option, machines=est.machines, makespan_s=est.makespan_s, makespan_atu=est.makespan_atu,
                     cost=est.cost, budget=est.cost, cushion=0.0, delta_n=est.delta_n, rounding=""),
                     self._upper_planner(self.remaining)), planner.clusters, planner.n_tasks,
-                    self._paid_left(self._now), self._boot_times(), self._longest())
+                    self._paid_left(self._now), self._boot_times(), self._longest(), self._shapes())
         if new is None:
             return option, []
         if new.odds is None:

@@ -29,6 +29,22 @@ runtime, the makespan is at least the least of them over the clusters the option
 bound: the longest of the N tasks left is at least as long as the sample's, on the fastest of
 those clusters, started at once). With ten tasks per machine or more it rarely moves.
 
+Tasks do not all take their mean, and the bag ends with its slowest last task. When the bag
+runs dry at t_d every slot is busy with a task, of which it has a residual R_j left, and the
+bag ends at t_d + max_j R_j. After a few tasks on each slot the residuals follow the renewal
+(equilibrium) law of the slot's runtimes X_j, P(R_j <= r) = E[min(X_j, r)] / E[X_j], so
+E[R_j] = E[X_j^2] / (2 E[X_j]); and since every task handed out runs whole,
+sum_j (t_d - b_j + E[R_j]) / T_j = N: t_d lies the rate-weighted mean residual before the
+fluid makespan. So the bag ends about (mean residual weighted by speed) before, and E[max_j
+R_j] after, the fluid end. With every task at its mean the same reckoning gives the whole-task
+model above (uniform residuals), so when the caller knows each cluster's sampled runtimes
+(``shapes``) the option's makespan gets the difference of the two, :func:`tail_allowance`:
+0 for fixed runtimes (the whole-task figure is exact there), a fraction of a task for a
+normal bag, and most of a long task for a bimodal one with ten tasks per slot (a bimodal bag of
+12 tasks per machine, 10 % of its tasks 9 times longer than the rest, ended 38 % after its
+planned makespan without it). The cost is still that of the whole-task makespan: a machine
+with nothing left to run is let go, so only the few running the last tasks pay for the tail.
+
 Of a cluster's machines up, the option keeps those with the most paid time left (the execution
 keeps first the ones whose running task would be cut off, which are mostly those). The
 configurations are the planner's. The option's cost becomes what its machines are billed from
@@ -46,10 +62,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .. import billing
 from ..billing import EPS as _EPS
 from .planner import ClusterPlan, Option
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def makespan_of(n_tasks: float, machines: Sequence[tuple[float, float, float]]) -> float:
@@ -94,14 +114,74 @@ def whole_tasks_makespan(n_tasks: int, groups: Sequence[tuple[int, float, float,
     return next((t for t in steps if done(t) >= n_tasks), high)
 
 
+def tail_allowance(groups: Sequence[tuple[int, float, float, float]],
+                   shapes: Sequence[Sequence[float] | np.ndarray | None],
+                   fluid_s: float) -> float:
+    """How much later than the whole-task model the bag ends when its runtimes vary as sampled:
+    the machine ``groups`` (tasks at once, mean seconds a task, start, end) working for good,
+    each with its cluster's sampled runtimes (``shapes``, any scale: only their shape counts;
+    None or all equal: the runtimes are fixed), against ``fluid_s``, the fluid makespan. The
+    end of the bag from the renewal residuals (module docstring) with the sampled runtimes less
+    the same with every runtime at its mean; never below 0. Slots that start after the bag
+    would run dry take no part."""
+    import numpy as np
+
+    parts = []  # (slots, mean, sorted runtimes / their mean)
+    for (k, mean_s, start, end), shape in zip(groups, shapes):
+        if k <= 0 or mean_s <= 0 or math.isfinite(end) or start >= fluid_s - mean_s:
+            continue
+        y = np.sort(np.asarray(shape if shape is not None and len(shape) else [1.0], dtype=float))
+        y = y[np.isfinite(y) & (y >= 0)]
+        if not len(y) or y.mean() <= 0:
+            y = np.ones(1)
+        parts.append((k, mean_s, y / y.mean()))
+    if not parts:
+        return 0.0
+    # the grid of residuals: each part's sampled runtimes on its scale, and a fine even spread
+    top = max(m * float(y[-1]) for _k, m, y in parts)
+    grid = np.unique(np.concatenate([np.linspace(0.0, top, 4001),
+                                     *(np.clip(m * y, 0.0, top) for _k, m, y in parts),
+                                     [m for _k, m, _y in parts]]))
+    rate = sum(k / m for k, m, _y in parts)
+    log_var = np.zeros_like(grid)  # log P(max R <= r), runtimes as sampled
+    log_fix = np.zeros_like(grid)  # the same with every runtime at its mean
+    mean_var = mean_fix = 0.0
+    for k, m, y in parts:
+        u = grid / m  # the residual in the part's means
+        prefix = np.concatenate([[0.0], np.cumsum(y)])
+        below = np.searchsorted(y, u, side="left")
+        cdf = (prefix[below] + u * (len(y) - below)) / len(y)  # E[min(Y, u)] / E[Y], E[Y] = 1
+        with np.errstate(divide="ignore"):
+            log_var += k * np.log(np.clip(cdf, 0.0, 1.0))
+            log_fix += k * np.log(np.clip(u, 0.0, 1.0))
+        mean_var += (k / m) * m * float(np.mean(y * y)) / 2.0
+        mean_fix += (k / m) * m / 2.0
+
+    def expected_max(log_cdf: np.ndarray) -> float:
+        tail = 1.0 - np.exp(log_cdf)
+        return float(np.sum((tail[1:] + tail[:-1]) * np.diff(grid)) / 2.0)
+
+    extra = (expected_max(log_var) - mean_var / rate) - (expected_max(log_fix) - mean_fix / rate)
+    return extra if extra > 1e-9 * max(1.0, top) else 0.0
+
+
 def with_machines_up(option: Option, clusters: Sequence[ClusterPlan], n_tasks: int,
                      paid_left: Mapping[str, Sequence[float]], boot_s: Mapping[str, float],
-                     longest_s: Mapping[str, float] | None = None) -> Option:
+                     longest_s: Mapping[str, float] | None = None,
+                     shapes: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> Option:
     """``option`` with its makespan counting the machines up (``paid_left``: per cluster, the
     seconds each has left before it would be released), each cluster's boot time (``boot_s``)
     for the machines it adds and, when given, each cluster's longest sampled runtime
-    (``longest_s``), and with its cost what it is billed from now on (see the module docstring)."""
+    (``longest_s``) and its sampled runtimes (``shapes``: the end of the bag, :func:`tail_allowance`),
+    and with its cost what it is billed from now on (see the module docstring)."""
     makespan = _whole_makespan(option, clusters, n_tasks, paid_left, boot_s)
+    billed_until = makespan  # machines with nothing left go: only the last few pay for the tail
+    if shapes and math.isfinite(makespan) and n_tasks > 0:
+        groups = _groups(option, clusters, paid_left, boot_s)
+        names = _group_names(option, clusters, paid_left)
+        fluid = makespan_of(n_tasks, [(k / T, b, e) for k, T, b, e in groups if k > 0])
+        if math.isfinite(fluid):
+            makespan += tail_allowance(groups, [shapes.get(name) for name in names], fluid)
     longest = max((c.atu_s for c in clusters if option.machines.get(c.name, 0)), default=0.0)
     if longest_s:
         used = [longest_s[c.name] for c in clusters if option.machines.get(c.name, 0) and c.name in longest_s]
@@ -109,7 +189,7 @@ def with_machines_up(option: Option, clusters: Sequence[ClusterPlan], n_tasks: i
             makespan = max(makespan, min(used))
     if not math.isfinite(makespan):
         return option
-    billed = cost_from_now(option, clusters, paid_left, makespan)
+    billed = cost_from_now(option, clusters, paid_left, billed_until)
     if billed < option.cost - _EPS * max(1.0, option.cost):  # the machines up work in time already paid
         option = replace(option, cost=billed)  # the budget keeps the planner's figure: room for the error
     if abs(makespan - option.makespan_s) <= _EPS * max(1.0, option.makespan_s):
@@ -120,6 +200,13 @@ def with_machines_up(option: Option, clusters: Sequence[ClusterPlan], n_tasks: i
 def _whole_makespan(option: Option, clusters: Sequence[ClusterPlan], n_tasks: int,
                     paid_left: Mapping[str, Sequence[float]], boot_s: Mapping[str, float]) -> float:
     """The whole-task makespan of the option's machines, the machines up and the ones it lets go."""
+    return whole_tasks_makespan(n_tasks, _groups(option, clusters, paid_left, boot_s))
+
+
+def _groups(option: Option, clusters: Sequence[ClusterPlan], paid_left: Mapping[str, Sequence[float]],
+            boot_s: Mapping[str, float]) -> list[tuple[int, float, float, float]]:
+    """The option's machine groups (tasks at once, seconds a task, start, end): per cluster the
+    machines up it keeps, the ones it adds (after their boot), and each machine up it lets go."""
     groups: list[tuple[int, float, float, float]] = []
     for c in clusters:
         a = option.machines.get(c.name, 0)
@@ -130,7 +217,18 @@ def _whole_makespan(option: Option, clusters: Sequence[ClusterPlan], n_tasks: in
             groups.append(((a - kept) * c.slots, c.mean_s, max(0.0, boot_s.get(c.name, 0.0)), math.inf))
         # a machine let go is handed only tasks that end before its release
         groups.extend((c.slots, c.mean_s, 0.0, left) for left in lefts[a:])
-    return whole_tasks_makespan(n_tasks, groups)
+    return groups
+
+
+def _group_names(option: Option, clusters: Sequence[ClusterPlan], paid_left: Mapping[str, Sequence[float]]) -> list[str]:
+    """The cluster of each of :func:`_groups`' groups, in the same order."""
+    names: list[str] = []
+    for c in clusters:
+        a = option.machines.get(c.name, 0)
+        if a:
+            names.extend((c.name, c.name))
+        names.extend(c.name for _left in sorted(paid_left.get(c.name, ()), reverse=True)[a:])
+    return names
 
 
 def cost_from_now(option: Option, clusters: Sequence[ClusterPlan], paid_left: Mapping[str, Sequence[float]],
