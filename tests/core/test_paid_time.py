@@ -149,3 +149,20 @@ def test_an_option_ends_later_by_the_spread_of_its_runtimes_and_costs_the_same()
     assert spread.cost == plain.cost and spread.budget == plain.budget
     # fixed runtimes: exactly the whole-task makespan
     assert with_machines_up(option, CLUSTERS, 16, up, {}, shapes={"a": [10.0] * 5}) == plain
+
+
+def test_a_machine_kept_while_it_boots_works_once_its_boot_is_over():
+    option = next(o for o in Planner(CLUSTERS, 16).options() if o.machines == {"a": 2, "b": 0})
+    # both a machines are kept; one is up, the other still boots for 30 s: as if it were new
+    booting = with_machines_up(option, CLUSTERS, 16, {"a": [60.0, 90.0]}, {}, ready_s={"a": [0.0, 30.0]})
+    assert booting.makespan_s == 100.0  # by t=100 the one up has ended 10 tasks, the other 7
+    assert with_machines_up(option, CLUSTERS, 16, {"a": [60.0]}, {"a": 30.0}).makespan_s == 100.0
+    # without ready_s (or with zeros) both work from now: 8 rounds of 10 s
+    assert with_machines_up(option, CLUSTERS, 16, {"a": [60.0, 90.0]}, {}).makespan_s == 80.0
+    assert with_machines_up(option, CLUSTERS, 16, {"a": [60.0, 90.0]}, {}, ready_s={"a": [0.0, 0.0]}).makespan_s == 80.0
+
+
+def test_slots_twice_as_slow_as_the_fastest_are_left_idle_at_the_end_of_the_bag():
+    # the end-game hands the last tasks to the fast slots: the slow ones' long residuals do not count
+    fast = tail_allowance([(2, 10.0, 0.0, INF)], [[5.0, 15.0]], 80.0)
+    assert tail_allowance([(2, 10.0, 0.0, INF), (5, 20.0, 0.0, INF)], [[5.0, 15.0], [1.0, 100.0]], 80.0) == fast

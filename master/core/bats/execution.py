@@ -109,6 +109,7 @@ class Planning(Protocol):
     def _paid_left(self, now: float) -> dict[str, list[float]]: ...
     def _boot_times(self) -> dict[str, float]: ...
     def _shapes(self) -> Mapping[str, np.ndarray]: ...
+    def _ready_in(self, now: float) -> dict[str, list[float]]: ...
     def _sampling_not_budgeted(self) -> float: ...
     def declined_row(self, option: Option) -> Option | None: ...
 
@@ -577,15 +578,16 @@ class Execution:
 
     def _projected_s(self, planner: Planner, config: Mapping[str, int], now: float) -> float:
         """How long from now ``config`` takes to end the tasks left, as the options count it
-        (:func:`~..planning.paid_time.with_machines_up`): its machines up work at once, the ones
-        it adds after their cluster's boot, the machines marked for release until they go, each
-        task its cluster's mean (a task running counts as half of one)."""
+        (:func:`~..planning.paid_time.with_machines_up`): its machines up work at once (one
+        still booting once its boot is over), the ones it adds after their cluster's boot, the
+        machines marked for release until they go, each task its cluster's mean (a task running
+        counts as half of one), and the end of the bag as the runtimes seen spread."""
         assert self.selected is not None
         running = sum(m.running for m in self.core.live_machines())
         n = max(1, self._tasks_not_started() + (running + 1) // 2)
         option = dataclasses.replace(self.selected, machines=dict(config), makespan_s=-1.0)
         made = with_machines_up(option, planner.clusters, n, self.policy._paid_left(now), self.policy._boot_times(),
-                                shapes=self.policy._shapes())
+                                shapes=self.policy._shapes(), ready_s=self.policy._ready_in(now))
         return made.makespan_s if made.makespan_s >= 0 else math.inf
 
     def _catch_up(self, spent: float, now: float) -> list[c.Action]:

@@ -762,6 +762,19 @@ class BatsCore(c.Core):
             left.setdefault(m.cluster, []).append(seconds)
         return left
 
+    def _ready_in(self, now: float) -> dict[str, list[float]]:
+        """Per cluster, for each machine of :meth:`_paid_left` (same order), the seconds until it
+        works: 0 for one up, the rest of its cluster's boot time for one booting (0 once that is
+        over: it is up any moment). A machine just acquired does not end tasks from now."""
+        boots = self._boot_times()
+        ready: dict[str, list[float]] = {}
+        for m, _ in self._machines_up(now):
+            wait = 0.0
+            if m.state is c.MachineState.BOOTING:
+                wait = max(0.0, m.acquired_at + boots.get(m.cluster, 0.0) - now)
+            ready.setdefault(m.cluster, []).append(wait)
+        return ready
+
     def _running_up(self, now: float, ratio: dict[str, float]) -> tuple[dict[str, list[list[float]]], int]:
         """Per cluster, for each machine of :meth:`_paid_left` (same order), the elapsed times of the
         tasks it runs on the odds' scale; and how many tasks run in all."""

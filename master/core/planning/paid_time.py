@@ -114,6 +114,9 @@ def whole_tasks_makespan(n_tasks: int, groups: Sequence[tuple[int, float, float,
     return next((t for t in steps if done(t) >= n_tasks), high)
 
 
+END_GAME_SLOWER = 2.0  # slots this many times slower than the fastest take no part in the end of the bag
+
+
 def tail_allowance(groups: Sequence[tuple[int, float, float, float]],
                    shapes: Sequence[Sequence[float] | np.ndarray | None],
                    fluid_s: float) -> float:
@@ -123,12 +126,21 @@ def tail_allowance(groups: Sequence[tuple[int, float, float, float]],
     None or all equal: the runtimes are fixed), against ``fluid_s``, the fluid makespan. The
     end of the bag from the renewal residuals (module docstring) with the sampled runtimes less
     the same with every runtime at its mean; never below 0. Slots that start after the bag
-    would run dry take no part."""
+    would run dry take no part, nor slots END_GAME_SLOWER times slower than the fastest (the
+    end-game leaves them idle at the end): a cluster that slow, added, never ends the bag later."""
     import numpy as np
 
+    working = [(group, shape) for group, shape in zip(groups, shapes)
+               if group[0] > 0 and group[1] > 0 and not math.isfinite(group[3]) and group[2] < fluid_s - group[1]]
+    if not working:
+        return 0.0
+    # the end-game hands the last tasks to the slots expected to end them first: a slot at least
+    # twice as slow as the fastest ends a task no sooner than a fast one free at once ends its
+    # second, so it is left idle at the end rather than running on past the others
+    fastest = min(group[1] for group, _shape in working)
     parts = []  # (slots, mean, sorted runtimes / their mean)
-    for (k, mean_s, start, end), shape in zip(groups, shapes):
-        if k <= 0 or mean_s <= 0 or math.isfinite(end) or start >= fluid_s - mean_s:
+    for (k, mean_s, _start, _end), shape in working:
+        if mean_s >= END_GAME_SLOWER * fastest - 1e-12:
             continue
         y = np.sort(np.asarray(shape if shape is not None and len(shape) else [1.0], dtype=float))
         y = y[np.isfinite(y) & (y >= 0)]
@@ -168,20 +180,23 @@ def tail_allowance(groups: Sequence[tuple[int, float, float, float]],
 def with_machines_up(option: Option, clusters: Sequence[ClusterPlan], n_tasks: int,
                      paid_left: Mapping[str, Sequence[float]], boot_s: Mapping[str, float],
                      longest_s: Mapping[str, float] | None = None,
-                     shapes: Mapping[str, Sequence[float] | np.ndarray] | None = None) -> Option:
+                     shapes: Mapping[str, Sequence[float] | np.ndarray] | None = None,
+                     ready_s: Mapping[str, Sequence[float]] | None = None) -> Option:
     """``option`` with its makespan counting the machines up (``paid_left``: per cluster, the
-    seconds each has left before it would be released), each cluster's boot time (``boot_s``)
-    for the machines it adds and, when given, each cluster's longest sampled runtime
-    (``longest_s``) and its sampled runtimes (``shapes``: the end of the bag, :func:`tail_allowance`),
-    and with its cost what it is billed from now on (see the module docstring)."""
-    makespan = _whole_makespan(option, clusters, n_tasks, paid_left, boot_s)
+    seconds each has left before it would be released; ``ready_s``, in the same order: the
+    seconds until each works, for a machine still booting), each cluster's boot time
+    (``boot_s``) for the machines it adds and, when given, each cluster's longest sampled
+    runtime (``longest_s``) and its sampled runtimes (``shapes``: the end of the bag,
+    :func:`tail_allowance`), and with its cost what it is billed from now on (see the module
+    docstring)."""
+    named = _groups(option, clusters, paid_left, boot_s, ready_s)
+    groups = [group for group, _name in named]
+    makespan = whole_tasks_makespan(n_tasks, groups)
     billed_until = makespan  # machines with nothing left go: only the last few pay for the tail
     if shapes and math.isfinite(makespan) and n_tasks > 0:
-        groups = _groups(option, clusters, paid_left, boot_s)
-        names = _group_names(option, clusters, paid_left)
         fluid = makespan_of(n_tasks, [(k / T, b, e) for k, T, b, e in groups if k > 0])
         if math.isfinite(fluid):
-            makespan += tail_allowance(groups, [shapes.get(name) for name in names], fluid)
+            makespan += tail_allowance(groups, [shapes.get(name) for _group, name in named], fluid)
     longest = max((c.atu_s for c in clusters if option.machines.get(c.name, 0)), default=0.0)
     if longest_s:
         used = [longest_s[c.name] for c in clusters if option.machines.get(c.name, 0) and c.name in longest_s]
@@ -197,38 +212,31 @@ def with_machines_up(option: Option, clusters: Sequence[ClusterPlan], n_tasks: i
     return replace(option, makespan_s=makespan, makespan_atu=max(1, billing.atus_spanning(makespan, longest)))
 
 
-def _whole_makespan(option: Option, clusters: Sequence[ClusterPlan], n_tasks: int,
-                    paid_left: Mapping[str, Sequence[float]], boot_s: Mapping[str, float]) -> float:
-    """The whole-task makespan of the option's machines, the machines up and the ones it lets go."""
-    return whole_tasks_makespan(n_tasks, _groups(option, clusters, paid_left, boot_s))
-
-
 def _groups(option: Option, clusters: Sequence[ClusterPlan], paid_left: Mapping[str, Sequence[float]],
-            boot_s: Mapping[str, float]) -> list[tuple[int, float, float, float]]:
-    """The option's machine groups (tasks at once, seconds a task, start, end): per cluster the
-    machines up it keeps, the ones it adds (after their boot), and each machine up it lets go."""
-    groups: list[tuple[int, float, float, float]] = []
+            boot_s: Mapping[str, float], ready_s: Mapping[str, Sequence[float]] | None = None,
+            ) -> list[tuple[tuple[int, float, float, float], str]]:
+    """The option's machine groups (tasks at once, seconds a task, start, end), each with its
+    cluster: per cluster the machines up it keeps (those with the most paid time left, each from
+    when it works), the ones it adds (after their boot), and each machine up it lets go."""
+    groups: list[tuple[tuple[int, float, float, float], str]] = []
     for c in clusters:
         a = option.machines.get(c.name, 0)
-        lefts = sorted(paid_left.get(c.name, ()), reverse=True)
-        kept = min(a, len(lefts))
+        lefts = list(paid_left.get(c.name, ()))
+        ready = list((ready_s or {}).get(c.name, ()))
+        ready += [0.0] * (len(lefts) - len(ready))
+        order = sorted(range(len(lefts)), key=lambda i: (-lefts[i], ready[i]))
+        kept, let_go = order[:a], order[a:]
         if a:
-            groups.append((kept * c.slots, c.mean_s, 0.0, math.inf))
-            groups.append(((a - kept) * c.slots, c.mean_s, max(0.0, boot_s.get(c.name, 0.0)), math.inf))
+            starts: dict[float, int] = {}
+            for i in kept:
+                start = max(0.0, ready[i])
+                starts[start] = starts.get(start, 0) + 1
+            for start, n in sorted(starts.items()):
+                groups.append(((n * c.slots, c.mean_s, start, math.inf), c.name))
+            groups.append((((a - len(kept)) * c.slots, c.mean_s, max(0.0, boot_s.get(c.name, 0.0)), math.inf), c.name))
         # a machine let go is handed only tasks that end before its release
-        groups.extend((c.slots, c.mean_s, 0.0, left) for left in lefts[a:])
+        groups.extend(((c.slots, c.mean_s, max(0.0, ready[i]), lefts[i]), c.name) for i in let_go)
     return groups
-
-
-def _group_names(option: Option, clusters: Sequence[ClusterPlan], paid_left: Mapping[str, Sequence[float]]) -> list[str]:
-    """The cluster of each of :func:`_groups`' groups, in the same order."""
-    names: list[str] = []
-    for c in clusters:
-        a = option.machines.get(c.name, 0)
-        if a:
-            names.extend((c.name, c.name))
-        names.extend(c.name for _left in sorted(paid_left.get(c.name, ()), reverse=True)[a:])
-    return names
 
 
 def cost_from_now(option: Option, clusters: Sequence[ClusterPlan], paid_left: Mapping[str, Sequence[float]],
