@@ -259,17 +259,10 @@ class Server(Driver):
     def _feed(self, event: c.Event) -> None:
         """Hand an event to the core and carry out its actions at once (an action may feed more
         events, e.g. an acquisition feeds ``MachineAcquired``; those are handled depth-first)."""
-        # the base driver times the planning step; past it, the core is asked directly (a call less an event)
-        actions = self.handle(event) if self._planning else self.core.handle(event)
+        actions = self.handle(event)  # the base driver times the planning step
         if self.events is not None:
             self.events.record(event, actions)
-        execute = self._execute
-        for action in actions:  # Driver.carry_out, inlined: it runs for every result
-            method = execute.get(type(action))
-            if method is None:
-                self.carry_out((action,))  # says what is wrong
-            else:
-                method(action)
+        self.carry_out(actions)
 
     # ------------------------------------------------------------ frames in
     def _drop(self, peer: str, reason: str) -> None:
