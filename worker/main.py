@@ -11,7 +11,9 @@ slowdown padding), so an idle worker sleeps in ``poll``.
 
 Protocol (``bats.common.protocol``): ``hello`` → ``welcome`` → ``ask n=2`` (one task to run, one
 prefetched so dispatch latency is hidden); every ``result`` carries ``ask=True`` to ask for the
-next task. ``unknown`` (the master restarted) or ``liveness_s`` without a word from the master
+next task. Results of short tasks go out together: a result waits (at most ``OUTBOX_MAX_S``) while
+the worker still has as many tasks queued as the waiting results ask for, so one frame each way
+carries several; with one task prefetched it goes at once. ``unknown`` (the master restarted) or ``liveness_s`` without a word from the master
 makes the worker say hello again (on a fresh socket after a liveness timeout), keep running what
 it holds, send results held meanwhile after the new ``welcome`` and ask for the free slots.
 ``wait`` before any ``welcome`` (a worker started by hand whose seat is not open yet) makes it say
@@ -73,6 +75,7 @@ PARENT_CHECK_S = 0.5  # with --exit-with-parent, the longest the loop sleeps bet
 NO_SIGCHLD_POLL_S = 0.05  # without signal wake-ups (not the main thread): poll a running task
 JOIN_RETRY_S = 2.0  # a worker started by hand and told to wait for a seat says hello again this often
 MAX_FRAMES_PER_WAKE = 10_000  # socket frames handled before the pipes get a turn
+OUTBOX_MAX_S = 0.05  # the longest a finished task's result waits to go out with others (see _step_tasks)
 
 
 class BadEndpoint(ValueError):
@@ -138,6 +141,8 @@ class Worker:
         self._running: list[TaskRun] = []  # at most ``slots``, in start order
         self._queue: collections.deque[TaskRun] = collections.deque()
         self._pending: list[dict[str, Any]] = []  # results finished while not welcomed
+        self._outbox: list[dict[str, Any]] = []  # results held to go out together (see _step_tasks)
+        self._outbox_since = 0.0  # when the oldest of them was put there
         self._exit_reason: str | None = None
         self._wake_r = -1
         self._wake_w = -1
@@ -212,6 +217,8 @@ class Worker:
         deadline = self._last_recv + self.liveness_s
         if self._welcomed:
             deadline = min(deadline, self._last_sent + self.heartbeat_s)
+        if self._outbox:
+            deadline = min(deadline, self._outbox_since + OUTBOX_MAX_S)
         for run in self._running:
             task_deadline = run.next_deadline()
             if task_deadline is not None:
@@ -264,6 +271,8 @@ class Worker:
 
     def _hello(self, now: float) -> None:
         self._welcomed = False
+        self._pending += self._outbox  # sent after the welcome, as results finished meanwhile are
+        self._outbox = []
         self._last_recv = now  # the liveness clock restarts with every hello
         o = self.opts
         self._send(encode("hello", machine=o.machine, token=o.token, cluster=o.cluster,
@@ -430,7 +439,7 @@ class Worker:
         while True:
             ended = [run for run in self._running if run.step(now)]
             if not ended:
-                return
+                break
             for run in ended:
                 self._running.remove(run)
                 self.tasks_done += 1
@@ -438,8 +447,32 @@ class Worker:
                     run.stderr += b"\nbats-worker: killed what this task left running outside its process group\n"
             # the next tasks start before the results go out: the slot is busy again while they are sent
             self._start_queued(now)
-            for run in ended:
-                self._deliver(run.result_fields(), now)
+            if not self._welcomed:
+                self._pending += (run.result_fields() for run in ended)
+                continue
+            if not self._outbox:
+                self._outbox_since = now
+            self._outbox += (run.result_fields() for run in ended)
+            # Results wait in the outbox while the worker still holds at least as many queued tasks as
+            # the results ask for: a short task's result then shares one frame (one wake-up, one
+            # decode, one send each side) with the next ones', and the tasks those results ask for
+            # arrive while the queue still has work. A worker sent one task beyond its slots (tasks
+            # of 10 ms and more) has none queued once one ends: its result goes at once, as before.
+            if len(self._queue) <= len(self._outbox) or not self._running:
+                self._flush_outbox(now)
+        if self._outbox and now - self._outbox_since >= OUTBOX_MAX_S:
+            self._flush_outbox(now)
+
+    def _flush_outbox(self, now: float) -> None:
+        """Send the held results, each asking for a task, in as few frames as the master allows."""
+        outbox, self._outbox = self._outbox, []
+        if not outbox:
+            return
+        if not self._welcomed:
+            self._pending += outbox
+            return
+        for frame in frames([encode("result", ask=True, **fields) for fields in outbox]):
+            self._send(frame, now)
 
     def _deliver(self, fields: dict[str, Any], now: float) -> None:
         """Send a result with ``ask=True``, or hold it until the master welcomes us again."""
@@ -464,6 +497,7 @@ class Worker:
             reaper.kill_leftovers(keep=set())
         self._queue.clear()
         if self._sock is not None:
+            self._flush_outbox(time.monotonic())  # finished tasks' results are not thrown away
             self._send(encode("bye", reason=reason), time.monotonic())
             self._close_socket(linger_ms=BYE_LINGER_MS)
         if self._own_ctx:

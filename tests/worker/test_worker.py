@@ -57,6 +57,7 @@ class FakeMaster:
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
         self.peer = b""
         self.inbox: collections.deque[dict[str, Any]] = collections.deque()
+        self.frames = 0  # frames received
 
     def recv(self, timeout: float = 5.0) -> dict[str, Any]:
         """The next message from any worker (heartbeats included); a frame may carry several."""
@@ -65,6 +66,7 @@ class FakeMaster:
                 raise AssertionError(f"no message from the worker within {timeout}s")
             ident, frame = self.sock.recv_multipart()
             self.peer = ident
+            self.frames += 1
             self.inbox.extend(decode_all(frame, WORKER_TYPES))
         return self.inbox.popleft()
 
@@ -84,8 +86,8 @@ class FakeMaster:
         self.sock.send_multipart([self.peer, frame])
 
     def welcome(self, heartbeat_s: float = 0.2, liveness_s: float = 10.0, slots: int = 1,
-                shell: str = "/bin/sh") -> None:
-        self.send("welcome", machine=MACHINE, heartbeat_s=heartbeat_s, liveness_s=liveness_s, prefetch=1,
+                shell: str = "/bin/sh", prefetch: int = 1) -> None:
+        self.send("welcome", machine=MACHINE, heartbeat_s=heartbeat_s, liveness_s=liveness_s, prefetch=prefetch,
                   slots=slots, shell=shell)
 
     def handshake(self, heartbeat_s: float = 0.2, liveness_s: float = 10.0, shell: str = "/bin/sh") -> dict[str, Any]:
@@ -333,6 +335,21 @@ def test_prefetch_runs_tasks_one_after_the_other(master: FakeMaster, spawn: Any,
     assert second["task"] == 11 and second["exit_code"] == 0
     assert second["stdout"] == b"first\n"  # the second started after the first ended
     assert first["ask"] is True and second["ask"] is True
+
+
+def test_results_of_short_tasks_share_frames_while_tasks_are_queued(master: FakeMaster, spawn: Any) -> None:
+    # a worker holding 8 tasks sends a finished task's result with the next ones' while it still has
+    # as many tasks queued as the held results ask for; the last results go out as the queue empties
+    spawn(master.endpoint, "--heartbeat", "30")
+    master.expect("hello", timeout=10)
+    master.welcome(heartbeat_s=30, prefetch=7)
+    assert master.expect("ask")["n"] == 8
+    frames = master.frames
+    for i in range(8):
+        master.task(i, f"exit {i}")
+    seen = [master.expect("result") for _ in range(8)]
+    assert sorted((r["task"], r["exit_code"], r["ask"]) for r in seen) == [(i, i, True) for i in range(8)]
+    assert master.frames - frames < 8
 
 
 def test_noop_mode_answers_every_task_at_once(master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
