@@ -376,6 +376,19 @@ def test_tick_at_the_release_time_releases_and_a_plan_falling_behind_is_replanne
     assert core.report(90.0)["reconfigurations"] == core.reconfigurations
 
 
+def test_a_replan_adds_no_more_machines_than_the_tasks_waiting_can_keep_busy():
+    """At t=89 of the standard slow run 9 tasks wait (a1 and a2 run one each, b1 and b2 hold theirs).
+    A configuration that adds 2 x a and 15 x b (the planner, asked for a few tasks, adds what the
+    money pays) keeps 9 of b's additions, the faster cluster's first, and none of a's: the others
+    would be paid to wait. One that adds no more than the tasks waiting is unchanged."""
+    d = cheapest_then_slow()
+    execution = d.core.execution
+    assert execution._tasks_not_started() == 9
+    assert execution._starting_something({"a": 4, "b": 15}) == {"a": 2, "b": 9}
+    assert execution._starting_something({"a": 3, "b": 3}) == {"a": 3, "b": 3}
+    assert execution._starting_something({"a": 1, "b": 0}) == {"a": 1, "b": 0}  # drops are not its business
+
+
 def test_budget_exhaustion_finishes_incomplete_with_the_tasks_not_run():
     """As above, but a1's result at t=90 comes before the tick: then N_e = 10 = N_p and the plan
     holds. At t=100 both a machines begin their second ATU, the whole $2. At the check at t=140 the

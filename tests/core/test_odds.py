@@ -61,6 +61,21 @@ def test_a_running_task_holds_its_slot_at_least_until_its_elapsed_time_is_passed
     assert makespan.tolist() == [260.0] * 5  # 60 s left of the running task, then two of 100 s
 
 
+def test_a_task_running_on_a_machine_let_go_past_its_release_is_cut_and_run_again_on_a_kept_one():
+    clusters = [ClusterPlan("a", 100.0, 1.0, 3600.0, 10)]
+    # kept: 3000 s paid left, idle; let go: 50 s left, running a task 20 s in (80 s to go): the
+    # execution lets it go at its edge, the task comes back and runs again from its start
+    fleet = fleet_of({"a": 1}, clusters, {"a": 1.0}, paid_left={"a": [3000.0, 50.0]}, running={"a": [[], [20.0]]})
+    makespan, cost = replay(fleet, 2, RuntimeModel.of([100.0] * 10), np.random.default_rng(5), 5)
+    # the kept machine runs a task from 0 to 100 s, the task cut at 50 s from 100 to 200, the last to 300
+    assert makespan.tolist() == [300.0] * 5
+    assert cost.tolist() == [0.0] * 5
+    # with nothing kept to run it again the bag never ends
+    alone = fleet_of({"a": 0}, clusters, {"a": 1.0}, paid_left={"a": [50.0]}, running={"a": [[20.0]]})
+    makespan, _cost = replay(alone, 0, RuntimeModel.of([100.0] * 10), np.random.default_rng(5), 3)
+    assert np.isinf(makespan).all()
+
+
 def test_an_empty_fleet_never_ends_the_bag():
     fleet = fleet_of({}, [ClusterPlan("a", 100.0, 1.0)], {"a": 1.0})
     makespan, cost = replay(fleet, 3, RuntimeModel.of([1.0, 2.0]), np.random.default_rng(0), 4)

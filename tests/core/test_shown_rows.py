@@ -89,9 +89,10 @@ def test_declining_the_cushion_runs_its_own_row_and_the_report_names_it(caplog):
     + 3 x b, whose budget (45) was raised by 2.7 for the last tasks (case a); declined, the budget
     pays 2 x b, whose whole tasks fit in the ATUs it pays: a row of its own, 5040 s for 40, not the
     same id and label with other machines. Every star is exactly "no row dominates it": `fastest`
-    (every machine) is faster than `cheapest` for less by the planner's figures, but `cheapest`'s
-    odds, which count the tasks running at the choice by what they have left, cost less than
-    `fastest`'s, so it keeps its star."""
+    (every machine) is faster than `cheapest` for less, by the planner's figures and by the odds,
+    which count the four tasks the a machines `cheapest` lets go are running at the choice: they
+    would end past those machines' paid edge, are cut off there and run again on the machines
+    kept, as the execution does (the row's odds are then what it runs: 5040 s and 40)."""
     caplog.set_level(logging.INFO, logger="bats.sim")  # its own level: an earlier test may have set it
     declined = run(cushion=False).report()
     assert [(o["id"], o["label"], o["machines"], round(o["makespan_s"]), o["cost"], o["budget"], o["cushion"])
@@ -104,7 +105,8 @@ def test_declining_the_cushion_runs_its_own_row_and_the_report_names_it(caplog):
                    o["budget"], o["delta_n"], o["rounding"], o["pareto"], tuple(o["also"]),
                    None if o["odds"] is None else Odds(**o["odds"])) for o in declined["options"]]
     assert [o.pareto for o in rows] == [not any(dominates(x, o) for x in rows if x is not o) for o in rows]
-    assert (rows[0].pareto, rows[1].pareto, rows[2].pareto) == (True, True, True)
+    assert (rows[0].pareto, rows[1].pareto, rows[2].pareto) == (True, True, False)
+    assert rows[0].odds is not None and (rows[0].odds.makespan_p90_s, rows[0].odds.cost_p99) == (5040.0, 40.0)
     selected = declined["selected"]
     assert (selected["id"], selected["label"], selected["machines"]) == (1, "cheapest (no cushion)", {"a": 0, "b": 2})
     assert (declined["status"], declined["budget"], declined["cushion"], declined["cushion_accepted"]) == (

@@ -80,6 +80,7 @@ from ..billing import atus_begun, atus_spanning, whole
 from ..planning.clusters import SHORT_ATU_S
 from ..planning.estimate import RuntimeEstimate
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
+from ..planning.odds import RELEASE_GUARD_SHARE
 from ..planning.paid_time import with_machines_up
 from ..planning.planner import Option, Planner
 from .settings import BatsSettings
@@ -92,7 +93,7 @@ CATCH_UP_SLACK = 0.05  # a run adds machines when it would end this share of its
 CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
 # a marked machine running a task stays until its edge less this share of the margin (at least 1 s):
 # the time a release takes to stop the bill, kept short so little paid time is cut off
-HARD_GUARD_SHARE = 0.1
+HARD_GUARD_SHARE = RELEASE_GUARD_SHARE  # the odds replay the same hard release
 
 
 class Planning(Protocol):
@@ -502,9 +503,15 @@ class Execution:
                        self.delta_n_allowed, spent_before=self._gone_spent(now),
                        release_margin_s=self.settings.release_margin_s)
         actions: list[c.Action] = []
-        if not result.ok:
+        if not result.ok and self._tasks_not_started() == 0:
+            # every task left is running: a new configuration starts none of them, its machines
+            # added would be paid to wait, and those it drops would cut a running task off; the
+            # ceiling alone decides which running machines the money renews
+            pass
+        elif not result.ok:
             money = (self.budget + self.cushion - result.spent) if self.budget is not None else math.inf
             new = self._replan_within(money, now, by=self._promised_end()) if money > 0 else None
+            new = self._starting_something(new) if new is not None else None
             if new is not None and new != self.config:
                 reason = f"N_e {result.n_e} > N_p {result.n_p}" + (
                     f" + dN {self.delta_n_allowed}" if self.delta_n_allowed else "")
@@ -522,6 +529,28 @@ class Execution:
         actions.extend(self.enforce_budget(now, views))
         actions.append(WakeAt(self.next_check(now)))  # the next check, on time
         return actions
+
+    def _starting_something(self, new: dict[str, int]) -> dict[str, int]:
+        """``new`` with no more machines added than the tasks not started can keep busy: near the
+        end of the bag the planner, asked for a few tasks, adds as many machines as the money
+        pays, and the ones with no task to start are paid to wait (the options' odds, which
+        replay the configuration chosen, never count such money). The additions of the slowest
+        clusters (by their mean runtime) are dropped first."""
+        waiting = self._tasks_not_started()
+        slots = self.core.cluster_slots
+        added: dict[str, int] = {}
+        for name, n in new.items():
+            have = sum(1 for m in self.core.live_machines(name) if m.release_at is None) + self.core._requested[name]
+            if n > have:
+                added[name] = n - have
+        free = waiting
+        estimates = self.policy.estimates
+        keep = dict(new)
+        for name in sorted(added, key=lambda k: estimates[k].mean_s if k in estimates else math.inf):
+            useful = min(added[name], math.ceil(free / max(1, slots.get(name, 1))))
+            keep[name] = new[name] - added[name] + useful
+            free = max(0, free - useful * max(1, slots.get(name, 1)))
+        return keep
 
     def _speeds_up(self) -> bool:
         """Whether a run ahead of its plan may move to a faster configuration: on (``speed_up``)

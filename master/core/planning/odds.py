@@ -59,7 +59,10 @@ own runtimes one after another: each slot's task starts are the cumulative sums 
 from its start (a new machine's boot, a busy slot's running task), and the bag's N tasks are the N
 earliest starts over all slots. A slot of a machine the option lets go (a sampling machine in
 paid time) takes a task only if its cluster's mean runtime fits before its release, as the
-execution does. The makespan is the last end among the tasks started; a machine is billed
+execution does; billed by the ATU, a task it is running that would end past its hard release
+(its paid edge less a tenth of the release margin, as the execution keeps it) is cut off there and runs again from its start on the kept slot free first
+(:func:`_rerun_cut`): counted as ending on the machine let go, a long task the sampling machines
+were running cost nothing and ended early in the odds, and hours more in the run. The makespan is the last end among the tasks started; a machine is billed
 (:mod:`..billing`, nothing else rounds by ATU) until its last task ends plus the release time: a
 machine up pays the ATUs it begins past the time it has paid, a new one every ATU from its
 acquisition (its boot within). Everything is numpy over (replays x slots x draws).
@@ -103,7 +106,7 @@ import numpy as np
 
 from .. import billing
 from ..option import Odds, Option
-from .clusters import ClusterPlan
+from .clusters import SHORT_ATU_S, ClusterPlan
 
 REPLAYS = 200  # replays per option: P99 is then the 2nd largest cost
 MONITOR_REPLAYS = 100  # replays of a check during the execution (P90 is what it asks)
@@ -116,6 +119,7 @@ WHOLE_NUMBERS = 1 << 18  # numbers a replay draws at once at most (more: replays
 CHUNK_NUMBERS = 1 << 17  # numbers an array of a chunk of replays holds at most
 POOL_GROUPS = 1024  # a pool of more than twice this many values is resampled by groups of neighbouring values
 HEAD_SDS = 4.5  # a slot's head ends this many standard deviations (of its task count) before the cut
+RELEASE_GUARD_SHARE = 0.1  # as the execution's hard release: see _guard
 HEAD_TRIES = 3  # head windows widened this many times (each doubled) before a chunk replays every task
 
 
@@ -345,6 +349,13 @@ def _pareto(rng: np.random.Generator, xi: np.ndarray) -> np.ndarray:
     return np.minimum(TAIL_CAP, np.power(np.maximum(u, 1e-300), -xi))
 
 
+def _guard(release_s: float) -> float:
+    """How long before its paid edge a machine let go while running a task is released at the
+    latest (the execution's hard release): a tenth of the release margin, at least 1 s, at most
+    the margin. A task that has not ended by then is cut off."""
+    return min(release_s, max(1.0, RELEASE_GUARD_SHARE * release_s))
+
+
 @dataclass(frozen=True)
 class Fleet:
     """The machines of one replay, one row per slot (plus each slot's machine and its billing)."""
@@ -355,6 +366,7 @@ class Fleet:
     limit_s: np.ndarray  # per slot: it takes no task whose mean does not end by then (inf: none)
     mean_s: np.ndarray  # per slot: its cluster's mean runtime (for ``limit_s``)
     machine: np.ndarray  # per slot: its machine's row
+    cut_s: np.ndarray  # per slot of a machine let go: when a task it runs is cut off (inf: never)
     price: np.ndarray  # per machine
     atu_s: np.ndarray
     min_charge_s: np.ndarray
@@ -375,7 +387,8 @@ def fleet_of(machines: Mapping[str, int], clusters: Sequence[ClusterPlan], ratio
     paid_left = paid_left or {}
     boot_s = boot_s or {}
     running = running or {}
-    slots: list[tuple[float, float, float, float, float, int]] = []  # ratio, start, elapsed, limit, mean, machine
+    # ratio, start, elapsed, limit, mean, machine, cut
+    slots: list[tuple[float, float, float, float, float, int, float]] = []
     machine_rows: list[tuple[float, float, float, float, float, bool]] = []
     for c in clusters:
         a = int(machines.get(c.name, 0))
@@ -388,19 +401,20 @@ def fleet_of(machines: Mapping[str, int], clusters: Sequence[ClusterPlan], ratio
             m = len(machine_rows)
             machine_rows.append((c.price, c.atu_s, c.min_charge_s, c.release_s, lefts[i], keep))
             tasks = list(busy[i]) if i < len(busy) else []
+            cut = math.inf if keep or c.atu_s <= SHORT_ATU_S else lefts[i] + max(0.0, c.release_s - _guard(c.release_s))
             for s in range(c.slots):
                 slots.append((r, 0.0, tasks[s] if s < len(tasks) else math.nan,
-                              math.inf if keep else lefts[i], c.mean_s, m))
+                              math.inf if keep else lefts[i], c.mean_s, m, cut))
         for _ in range(max(0, a - len(lefts))):
             m = len(machine_rows)
             machine_rows.append((c.price, c.atu_s, c.min_charge_s, c.release_s, math.nan, True))
             for _s in range(c.slots):
-                slots.append((r, max(0.0, boot_s.get(c.name, 0.0)), math.nan, math.inf, c.mean_s, m))
-    table = np.array(slots, dtype=float).reshape(-1, 6)
+                slots.append((r, max(0.0, boot_s.get(c.name, 0.0)), math.nan, math.inf, c.mean_s, m, math.inf))
+    table = np.array(slots, dtype=float).reshape(-1, 7)
     table = table[np.argsort(table[:, 4], kind="stable")]  # the fastest slots first: they take tasks tied at a moment
     mr = np.array([row[:5] for row in machine_rows], dtype=float).reshape(-1, 5)
     return Fleet(ratio=table[:, 0], start_s=table[:, 1], elapsed=table[:, 2], limit_s=table[:, 3], mean_s=table[:, 4],
-                 machine=table[:, 5].astype(np.int64), price=mr[:, 0], atu_s=mr[:, 1], min_charge_s=mr[:, 2],
+                 machine=table[:, 5].astype(np.int64), cut_s=table[:, 6], price=mr[:, 0], atu_s=mr[:, 1], min_charge_s=mr[:, 2],
                  release_s=mr[:, 3], paid_left_s=mr[:, 4],
                  billed=np.array([row[5] for row in machine_rows], dtype=bool))
 
@@ -417,15 +431,19 @@ def replay(fleet: Fleet, n_tasks: int, model: RuntimeModel, rng: np.random.Gener
     if n_slots == 0 or (n_tasks > 0 and not working.any()):
         return np.full(replays, math.inf), np.zeros(replays)
     # a busy slot first ends its running task: a whole runtime longer than its elapsed time
-    busy = np.isfinite(fleet.elapsed)
+    running = np.isfinite(fleet.elapsed)
     first_free = np.broadcast_to(fleet.start_s, (replays, n_slots)).copy()
-    if busy.any():
-        whole = model.impute(rng, fleet.elapsed[busy], tail)
-        first_free[:, busy] += np.maximum(0.0, whole - fleet.elapsed[busy]) * fleet.ratio[busy]
+    busy = np.repeat(running[None, :], replays, axis=0)  # per replay, the slots that end a task first
+    lost = np.zeros(replays, dtype=bool)  # a task cut off with no machine kept to run it again
+    floor = np.zeros((replays, n_slots))  # per slot, when the tasks it runs again end at the earliest
+    if running.any():
+        whole = model.impute(rng, fleet.elapsed[running], tail)
+        first_free[:, running] += np.maximum(0.0, whole - fleet.elapsed[running]) * fleet.ratio[running]
+        lost = _rerun_cut(fleet, first_free, busy, floor, np.nonzero(running)[0], whole, working)
     if n_tasks <= 0:
-        ends = first_free
-        makespan = np.where(busy[None, :], ends, 0.0).max(axis=1)
-        return makespan, _cost(fleet, ends, busy[None, :].repeat(replays, 0), replays)
+        ends = np.maximum(first_free, floor)
+        makespan = np.where(lost, np.inf, np.where(busy, ends, 0.0).max(axis=1))
+        return makespan, _cost(fleet, ends, busy, replays)
     speed = np.where(working, 1.0 / np.maximum(fleet.mean_s, 1e-12), 0.0)
     share = speed / speed.sum()
     # the slots in groups of one cluster (one mean, kept or let go), each drawing as many runtimes
@@ -442,19 +460,19 @@ def replay(fleet: Fleet, n_tasks: int, model: RuntimeModel, rng: np.random.Gener
             expected = float(np.max(fleet.limit_s[idx] / np.maximum(fleet.mean_s[idx], 1e-12)))
         draws.append(int(min(n_tasks, math.ceil(1.2 * expected + 3.0 * math.sqrt(expected) + 4))))
     per_replay = sum(len(idx) * d for idx, d in zip(groups, draws))
-    run = _Run(fleet, model, rng, groups, working, busy, n_tasks)
+    run = _Run(fleet, model, rng, groups, working, n_tasks)
     slot_end = np.empty((replays, n_slots))
     used = np.empty((replays, n_slots), dtype=bool)
     cut = np.empty(replays)
     if replays * per_replay <= WHOLE_NUMBERS:  # every task drawn at once
-        slot_end[:], used[:], cut[:] = run.whole(first_free, pools, tail, draws)
+        slot_end[:], used[:], cut[:] = run.whole(first_free, busy, pools, tail, draws)
     else:  # in chunks of replays, the bulk of each slot's tasks summed (see the module docstring)
         mean, sd = _moments(rng, model, pools, tail)
         chunk = max(1, CHUNK_NUMBERS // max(1, run.head_numbers(first_free, mean, sd)))
         for lo in range(0, replays, chunk):
             sl = slice(lo, min(replays, lo + chunk))
             part = _rows(pools, sl)
-            found = run.headed(first_free[sl], part, tail[sl], mean[sl], sd[sl])
+            found = run.headed(first_free[sl], busy[sl], part, tail[sl], mean[sl], sd[sl])
             if found is not None:
                 slot_end[sl], used[sl], cut[sl] = found
                 continue
@@ -462,10 +480,45 @@ def replay(fleet: Fleet, n_tasks: int, model: RuntimeModel, rng: np.random.Gener
             step = max(1, CHUNK_NUMBERS // max(1, per_replay))
             for first in range(sl.start, sl.stop, step):
                 sub = slice(first, min(sl.stop, first + step))
-                slot_end[sub], used[sub], cut[sub] = run.whole(first_free[sub], _rows(pools, sub), tail[sub], draws,
+                slot_end[sub], used[sub], cut[sub] = run.whole(first_free[sub], busy[sub], _rows(pools, sub), tail[sub], draws,
                                                                mean[sub], sd[sub], CHUNK_NUMBERS)
-    makespan = np.where(np.isfinite(cut), slot_end.max(axis=1), np.inf)
+    slot_end = np.maximum(slot_end, floor)
+    makespan = np.where(np.isfinite(cut) & ~lost, slot_end.max(axis=1), np.inf)
     return makespan, _cost(fleet, slot_end, used, replays)
+
+
+def _rerun_cut(fleet: Fleet, first_free: np.ndarray, busy: np.ndarray, floor: np.ndarray, slots: np.ndarray,
+               whole: np.ndarray, working: np.ndarray) -> np.ndarray:
+    """A task running on a machine let go that would not end before its release is cut off there
+    (the execution lets it go at its paid edge) and runs again from its start: it goes back to the
+    bag, ahead of the tasks not started, and a kept slot takes it. In place, per replay: such a
+    slot ends at its release; the kept slot free first takes the task's whole runtime on top of
+    its own work (busy), and ends no sooner than the cut plus that runtime (``floor``): the work is
+    counted where it is done, not the time the slot waits for the cut, which it spends on the
+    bag's other tasks. ``slots``: the busy slots, ``whole``: their tasks' whole runtimes (replays,
+    slots), on the reference scale. Returns per replay whether a task was cut with no kept slot to
+    run it again."""
+    limit = fleet.cut_s[slots]
+    cut = np.isfinite(limit)[None, :] & (first_free[:, slots] > limit[None, :] + 1e-9)
+    lost = np.zeros(len(first_free), dtype=bool)
+    if not cut.any():
+        return lost
+    if not working.any():
+        first_free[:, slots] = np.where(cut, limit[None, :], first_free[:, slots])
+        return cut.any(axis=1)
+    kept = np.nonzero(working)[0]
+    rows = np.arange(len(first_free))
+    for j in np.argsort(limit, kind="stable"):  # in the order they are cut
+        if not cut[:, j].any():
+            continue
+        r = rows[cut[:, j]]
+        first_free[r, slots[j]] = limit[j]
+        pick = kept[np.argmin(first_free[np.ix_(r, kept)], axis=1)]
+        again = whole[r, j] * fleet.ratio[pick]
+        first_free[r, pick] += again
+        floor[r, pick] = np.maximum(floor[r, pick], limit[j] + again)
+        busy[r, pick] = True
+    return lost
 
 
 def _rows(pools: np.ndarray | Grouped, sl: slice) -> np.ndarray | Grouped:
@@ -520,10 +573,9 @@ class _Run:
     rng: np.random.Generator
     groups: list[np.ndarray]
     working: np.ndarray
-    busy: np.ndarray
     n_tasks: int
 
-    def whole(self, first_free: np.ndarray, pools: np.ndarray | Grouped, tail: Tail, draws: list[int],
+    def whole(self, first_free: np.ndarray, busy: np.ndarray, pools: np.ndarray | Grouped, tail: Tail, draws: list[int],
               mean: np.ndarray | None = None, sd: np.ndarray | None = None,
               limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(slot ends, slots used, cut) of replays that draw every task: each slot's task starts are
@@ -575,8 +627,8 @@ class _Run:
             for g in short:
                 draws[g] = min(n_tasks, math.ceil(1.5 * draws[g]))
         taken_flat = _taken(flat, cut, np.full(replays, n_tasks))
-        slot_end = np.where(self.busy[None, :], first_free, 0.0)
-        used = np.repeat(self.busy[None, :], replays, axis=0)
+        slot_end = np.where(busy, first_free, 0.0)
+        used = busy.copy()
         self._ends(parts, taken_flat, slot_end, used)
         return slot_end, used, cut
 
@@ -648,19 +700,19 @@ class _Run:
         z = self.rng.standard_normal(count.shape)
         return np.maximum(0.0, count * mean[:, None] + np.sqrt(count) * sd[:, None] * z) * self.fleet.ratio[None, :]
 
-    def headed(self, first_free: np.ndarray, pools: np.ndarray | Grouped, tail: Tail, mean: np.ndarray,
+    def headed(self, first_free: np.ndarray, busy: np.ndarray, pools: np.ndarray | Grouped, tail: Tail, mean: np.ndarray,
                sd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """(slot ends, slots used, cut) of replays whose slots sum the bulk of their tasks (heads) and
         draw only a window of whole tasks around the bag's end; None when a head missed it."""
         sds = HEAD_SDS
         for _try in range(HEAD_TRIES):
-            found = self._headed_once(first_free, pools, tail, mean, sd, sds)
+            found = self._headed_once(first_free, busy, pools, tail, mean, sd, sds)
             if found is not None:
                 return found
             sds *= 2.0
         return None
 
-    def _headed_once(self, first_free: np.ndarray, pools: np.ndarray | Grouped, tail: Tail, mean: np.ndarray,
+    def _headed_once(self, first_free: np.ndarray, busy: np.ndarray, pools: np.ndarray | Grouped, tail: Tail, mean: np.ndarray,
                      sd: np.ndarray, sds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         fleet, model, rng, working, n_tasks = self.fleet, self.model, self.rng, self.working, self.n_tasks
         replays, n_slots = first_free.shape
@@ -705,8 +757,8 @@ class _Run:
                 return None
         taken_flat = _taken(flat, cut, k)
         headed = head > 0
-        slot_end = np.where(headed, head_end, np.where(self.busy[None, :], first_free, 0.0))
-        used = headed | self.busy[None, :]
+        slot_end = np.where(headed, head_end, np.where(busy, first_free, 0.0))
+        used = headed | busy
         self._ends(parts, taken_flat, slot_end, used)
         return slot_end, used, cut
 
