@@ -353,3 +353,64 @@ def test_options_are_consistent(scenario):
     assert {tuple(o.machines.values()) for o in opts if o.pareto} == pareto
     for o in opts:
         assert o.cost <= o.budget + o.cushion + 1e-9
+
+
+# ---------------------------------------------------------------- the candidates, reused
+def _fresh_candidates(planner: Planner) -> tuple:
+    """The candidates as the product of the group frontiers built anew, one group at a time, and
+    the Pareto set by a plain walk over them: what the planner computed before it reused its
+    candidates' shape; the reference the reused path must match to the bit."""
+    import numpy as np
+
+    from bats.master.core.planning import frontier
+
+    groups: dict[tuple, list[int]] = {}
+    for i, c in enumerate(planner.clusters):
+        groups.setdefault(p._billing_group(c), []).append(i)
+    fronts = [frontier.group_frontier(members, planner.clusters, planner._units, planner._limits,
+                                      len(planner.clusters)) for members in groups.values()]
+    weights, speed, config = fronts[0][0][:, None], fronts[0][1], fronts[0][2]
+    for w, s, cfg in fronts[1:]:
+        left = np.repeat(np.arange(len(speed)), len(s))
+        right = np.tile(np.arange(len(s)), len(speed))
+        weights = np.column_stack([weights[left], w[right]])
+        speed, config = speed[left] + s[right], config[left] + cfg[right]
+    keep = speed > 0
+    speed, config, weights = speed[keep], config[keep], weights[keep]
+    makespan = planner.n_tasks / speed
+    units = np.column_stack([p.billing.units_array(makespan + overhead, atu, charge)
+                             for atu, charge, overhead in groups])
+    cost = (weights * units).sum(axis=1)
+    order = np.lexsort((cost.astype(float), makespan))
+    kept: list[int] = []
+    best = None
+    for row in order:
+        if best is not None and cost[row] >= best:
+            continue
+        if kept and makespan[row] <= makespan[kept[-1]] * (1 + 1e-12):
+            kept.pop()
+        kept.append(int(row))
+        best = cost[row]
+    return speed, config, makespan, cost, [config[r].tolist() for r in kept]
+
+
+@pytest.mark.parametrize("means", [(300.0, 200.0, 90.0), (310.5, 199.25, 91.125), (300.0, 150.0, 100.0)])
+def test_reused_candidates_match_a_fresh_build(means):
+    import numpy as np
+
+    # per-second and per-minute billing with different boots: every cluster its own billing group,
+    # whose frontier is every count up to its limit whatever the runtimes; the same shape serves
+    # every set of means (the last one gives exact speed ties: 2 x 300 s = 1 x 150 s)
+    def clusters(t: tuple[float, float, float]) -> list[ClusterPlan]:
+        return [ClusterPlan("a", t[0], 0.0007, 1.0, 7, min_charge_s=60.0, boot_s=40.0),
+                ClusterPlan("b", t[1], 0.0011, 1.0, 5, min_charge_s=60.0, boot_s=90.0),
+                ClusterPlan("c", t[2], 0.07, 60.0, 4, boot_s=20.0, slots=2)]
+
+    Planner(clusters((250.0, 250.0, 250.0)), 400)._build_candidates()  # the shape built by another planner
+    planner = Planner(clusters(means), 400)
+    speed, config, makespan, cost, front = _fresh_candidates(planner)
+    planner._build_candidates()
+    assert np.array_equal(planner._speed, speed)  # bit for bit: the same floats in the same order
+    assert np.array_equal(planner._machines, config)
+    assert np.array_equal(planner._makespan, makespan) and np.array_equal(planner._cost, cost)
+    assert [list(e.machines.values()) for e in planner.pareto()] == front

@@ -81,6 +81,15 @@ practice a few hundred to a few thousand points, against the paper's
 O(sum_i A_i * sum_i c_i A_i) table. Every query (fastest within B, Pareto set) is then O(F) over
 numpy arrays. Speeds are floats; two speeds within a relative 1e-12 count as equal.
 
+Reuse across re-plans: a run plans again and again with new runtime estimates and fewer tasks
+left, and with per-second or per-minute billing every cluster is often its own billing group
+(boots differ), whose frontier is every count up to its limit whatever its speed. The product of
+the group frontiers (which point of each group every candidate combines, and its machines) is
+kept for the latest few sets of frontier configurations (:func:`_shape_of`); a planner whose
+frontiers hold the same configurations takes it and only sums the speeds, in the same order as
+building it anew (the same floats), and prices the makespans. The Pareto walk visits only the
+rows that cost less than every faster one (a running minimum after the sort).
+
 Money resolution: every price is turned into an integer number of units of 10^-k currency, with k
 the smallest in 0..9 for which all prices are whole (prices typed with up to 9 decimals are
 therefore exact; finer ones are rounded to 1e-9), divided by the prices' common divisor. Costs and
@@ -284,38 +293,37 @@ class Planner:
     def _build_candidates(self) -> None:
         if self._built:
             return
-        n = len(self.clusters)
         groups: dict[tuple[float, float, float], list[int]] = {}
         for i, c in enumerate(self.clusters):
             groups.setdefault(_billing_group(c), []).append(i)
         self._groups = list(groups)
+        self._group_of = [self._groups.index(_billing_group(c)) for c in self.clusters]
         if self._cap is not None:
             weights, speed, config = self._capped_candidates(list(groups.values()))
+            keep = speed > 0
+            self._speed, self._machines, weights = speed[keep], config[keep], weights[keep]
+            weight_max = int(weights.max(initial=0))
         else:
-            fronts = [frontier.group_frontier(members, self.clusters, self._units, self._limits, n)
+            fronts = [frontier.group_frontier(members, self.clusters, self._units, self._limits, len(self.clusters))
                       for members in groups.values()]
-            size = math.prod(len(front[0]) for front in fronts)
-            if size > MAX_CANDIDATES:
-                raise ValueError(f"{len(fronts)} different billing rules (ATU, min_charge) make {size} candidate "
-                                 f"configurations (at most {MAX_CANDIDATES}); use fewer distinct ATUs")
-            weights = fronts[0][0][:, None]
-            speed, config = fronts[0][1], fronts[0][2]
-            for w, s, cfg in fronts[1:]:
-                left = np.repeat(np.arange(len(speed)), len(s))
-                right = np.tile(np.arange(len(s)), len(speed))
-                weights = np.column_stack([weights[left], w[right]])
-                speed = speed[left] + s[right]
-                config = config[left] + cfg[right]
-        keep = speed > 0
-        self._group_of = [self._groups.index(_billing_group(c)) for c in self.clusters]
-        self._speed = speed[keep]
-        self._machines = config[keep]
+            shape = _shape_of(fronts)
+            # S of each candidate, summed over the groups in their order: the same floats as
+            # adding the group frontiers one by one
+            speed = fronts[0][1][shape.parts[0]]
+            for (_w, s, _cfg), part in zip(fronts[1:], shape.parts[1:]):
+                speed += s[part]
+            parts, self._machines = shape.parts, shape.machines
+            if not (speed > 0).all():  # a speed too small for a float: no candidate
+                rows = np.flatnonzero(speed > 0)
+                parts, self._machines, speed = tuple(part[rows] for part in parts), self._machines[rows], speed[rows]
+            self._speed = speed
+            weights = np.column_stack([w[part] for (w, _s, _cfg), part in zip(fronts, parts)])
+            weight_max = int(weights.max(initial=0))
         makespan = self.n_tasks / self._speed
         units = np.zeros((len(self._speed), len(self._groups)), dtype=np.int64)
         for g, (atu, min_charge, overhead) in enumerate(self._groups):
             units[:, g] = billing.units_array(makespan + overhead, atu, min_charge)
-        weights = weights[keep]
-        bound = int(weights.max(initial=0)) * int(units.max(initial=0)) * len(self._groups)
+        bound = weight_max * int(units.max(initial=0)) * len(self._groups)
         if bound < _INT_LIMIT:
             cost = (weights * units).sum(axis=1)
         else:  # exact Python integers when int64 could overflow
@@ -538,16 +546,16 @@ class Planner:
         """Every Pareto-optimal (makespan_s, cost) configuration, fastest first; one per point."""
         self._build_candidates()
         order = np.lexsort((self._cost.astype(float), self._makespan)) if len(self._cost) else np.array([], int)
+        # by makespan, then cost: a row is a point only when it costs less than every row before it
+        costs = self._cost[order]
+        before = np.minimum.accumulate(costs)
+        cheaper = np.ones(len(order), dtype=bool)
+        cheaper[1:] = costs[1:] < before[:-1]
         kept: list[int] = []
-        best_cost = None
-        for row in order:  # O(F) after the sort
-            cost = self._cost[row]
-            if best_cost is not None and cost >= best_cost:
-                continue
+        for row in order[cheaper]:  # O(points) after the sort
             if kept and self._makespan[row] <= self._makespan[kept[-1]] * (1 + _SPEED_TOL):
                 kept.pop()  # the same makespan (to float noise) for less money
             kept.append(int(row))
-            best_cost = cost
         return self._row_estimates(np.array(kept, dtype=np.int64))
 
     def _row_estimates(self, rows: np.ndarray) -> list[Estimate]:
@@ -620,6 +628,46 @@ class Planner:
                                  rounding="b" if cushion else "", pareto=True)
         ordered = sorted(merged.values(), key=lambda o: (o.cost, o.makespan_s))
         return [replace(option, id=i) for i, option in enumerate(ordered, start=1)]
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """Which point of each group's frontier every candidate combines, and its machines per cluster:
+    all that the candidates share between two planners whose group frontiers hold the same
+    configurations (the runtimes and N only move the speeds, makespans and costs)."""
+
+    parts: tuple[np.ndarray, ...]  # per group, each candidate's row in that group's frontier
+    machines: np.ndarray  # (candidates, clusters), read-only
+
+
+_SHAPES: dict[tuple[bytes, ...], _Shape] = {}  # the latest few shapes, oldest first
+_SHAPES_KEPT = 2
+
+
+def _shape_of(fronts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> _Shape:
+    """The product of the group frontiers (W, S, configuration), the first group varying slowest,
+    without the configuration of no machine at all; reused while the frontiers' configurations
+    repeat, which they do at every re-plan of a run whose clusters each bill alike (each its own
+    group: the frontier is every count up to the limit, whatever the runtimes)."""
+    key = tuple(np.ascontiguousarray(cfg).tobytes() + bytes(str(cfg.shape), "ascii") for _w, _s, cfg in fronts)
+    shape = _SHAPES.pop(key, None)
+    if shape is None:
+        size = math.prod(len(cfg) for _w, _s, cfg in fronts)
+        if size > MAX_CANDIDATES:
+            raise ValueError(f"{len(fronts)} different billing rules (ATU, min_charge) make {size} candidate "
+                             f"configurations (at most {MAX_CANDIDATES}); use fewer distinct ATUs")
+        parts = np.unravel_index(np.arange(size), [len(cfg) for _w, _s, cfg in fronts])
+        machines = fronts[0][2][parts[0]]
+        for (_w, _s, cfg), part in zip(fronts[1:], parts[1:]):
+            machines = machines + cfg[part]
+        rows = np.flatnonzero(machines.any(axis=1))
+        shape = _Shape(parts=tuple(part[rows] for part in parts), machines=machines[rows])
+        for array in (*shape.parts, shape.machines):
+            array.setflags(write=False)
+        while len(_SHAPES) >= _SHAPES_KEPT:
+            del _SHAPES[next(iter(_SHAPES))]
+    _SHAPES[key] = shape
+    return shape
 
 
 def _billing_group(c: ClusterPlan) -> tuple[float, float, float]:
