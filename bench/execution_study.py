@@ -21,13 +21,17 @@ writes docs/execution-study.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import functools
 import math
 import os
+import pickle
 import random
 import statistics
 import sys
 import time
+import traceback
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -369,92 +373,185 @@ def _labelled(options: list, label: str):
     return next((o for o in options if label == o.label or label in o.also), None)
 
 
+def _amount(options: list, run_seed: int) -> float:
+    """The budget budget:X and --budget A name: drawn between the cheapest and the fastest option's."""
+    low = _labelled(options, "cheapest") or min(options, key=lambda o: o.budget)
+    high = _labelled(options, "fastest") or max(options, key=lambda o: o.budget)
+    return low.budget + random.Random(run_seed).uniform(0.1, 0.9) * max(0.0, high.budget - low.budget)
+
+
+# the ways whose runs are the same as a --plan-only run's up to the options: the choice is read only
+# when the options are offered (its cushion flag sets the execution's, which the choice sets again)
+AFTER_THE_OFFER = ("cheapest", "middle", "fastest", "budget:X", "cheapest, no cushion")
+FORK = hasattr(os, "fork")
+_CHILD_PIPE: list[int] = []  # in a fork: where its measures go (also when its run fails)
+
+
+class ForkingSimulator(CountingSimulator):
+    """A --plan-only run that, at the offer, runs every way of :data:`AFTER_THE_OFFER` from there:
+    each in a forked copy of this process (the simulator, the core and their random generators as
+    they are at the offer), which answers the offer as a run of that way would, runs to the end,
+    sends back what :func:`_measure` makes of it and exits. So sampling and planning, the same in
+    every such way, run once instead of once per way, and each way's run is the one a fresh
+    simulation with its flags gives (the tables do not move). ``results``: way -> the measures."""
+
+    def __init__(self, *args, pool: tuple[int, Config, int, str, int], ways: tuple[str, ...], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.pool, self.ways = pool, ways
+        self.offered: tuple[list, float] | None = None  # the options and the sampling's cost
+        self.results: dict[str, tuple] = {}
+        self.way: str | None = None  # in a fork: the way it runs
+        self.pipe: int | None = None  # in a fork: where its measures go
+
+    def _do_offer(self, action: c.OfferOptions) -> None:
+        core = self.core
+        if self.way is None and isinstance(core, BatsCore) and core.options:
+            options, sampling_cost = list(core.options), float(core.sampling_cost or 0.0)
+            self.offered = options, sampling_cost
+            amount = _amount(options, self.pool[4])
+            for way in self.ways:
+                choice = choice_of(way, options, sampling_cost, amount)
+                if choice is None:
+                    continue
+                read, write = os.pipe()
+                child = os.fork()
+                if child == 0:  # the fork: answer as that way's run would, and run on
+                    os.close(read)
+                    self.way, self.pipe, self.choice = way, write, choice
+                    _CHILD_PIPE[:] = [write]
+                    core.execution.cushion_accepted = choice.cushion  # what its flags set up
+                    break
+                os.close(write)
+                with os.fdopen(read, "rb") as answer:
+                    data = answer.read()
+                _pid, status = os.waitpid(child, 0)
+                outcome = pickle.loads(data) if data else ("error", f"exit status {status}")
+                if outcome[0] == "error":
+                    raise RuntimeError(f"pool {self.pool[0]}, {way}: the forked run failed: {outcome[1]}")
+                self.results[way] = outcome[1]
+        super()._do_offer(action)
+
+
+def _measure(p: int, way: str, sim: CountingSimulator, choice: Choice, config: Config, tasks: int,
+             runtimes: str) -> tuple[Counter, list, list, list, list]:
+    """What one run of ``way`` counts: see :func:`run_pool`."""
+    totals: Counter = Counter()
+    rows: list = []
+    lateness: list = []
+    money: list = []
+    calibration: list = []
+    kind = family_of(runtimes)
+    report = sim.report()
+    budget = report.get("budget")
+    if budget is None:  # stopped before a choice (nothing to plan with)
+        totals["no plan"] += 1
+        return totals, rows, lateness, money, calibration
+    up_front = choice.budget is not None
+    spent = report["cost"]["total"] if up_front else report["cost"]["execution"]  # what the budget paid
+    over = spent > budget + report.get("cushion", 0.0) + 1e-9
+    incomplete = report["status"] != "done"
+    totals["runs"] += 1
+    totals["over budget"] += over
+    totals["incomplete"] += incomplete
+    if incomplete:  # the early warning: said before half the money (budget + cushion) was spent?
+        warnings = report.get("warnings") or []
+        totals["incomplete warned"] += bool(warnings)
+        totals["incomplete warned early"] += any(w["spent"] <= 0.5 * w["money"] + 1e-9 for w in warnings)
+    totals[f"incomplete {kind}"] += incomplete
+    totals[f"runs {kind}"] += 1
+    totals["killed"] += sim.killed
+    totals["killed in paid time"] += sim.killed_in_paid_time
+    totals["killed before hard"] += sim.killed_before_hard
+    totals["paid s wasted"] += sim.killed_paid_s
+    endgame = report.get("endgame") or {}
+    totals["copies started"] += endgame.get("copies_started", 0)
+    totals["copies won"] += endgame.get("copies_won", 0)
+    totals["copy paid s"] += endgame.get("copy_paid_s", 0.0)
+    totals["re-plans"] += len(report.get("reconfigurations") or [])
+    totals["idle cost"] += report["cost"].get("idle", 0.0)
+    totals["total cost"] += report["cost"]["total"]
+    core = sim.core
+    selected = report.get("selected") or {}
+    planned = selected.get("makespan_s")
+    started = getattr(core, "execution_started_at", None)
+    actual = None
+    if not incomplete and planned and started is not None and core.last_finish_at is not None:
+        machines = sum(selected.get("machines", {}).values()) or 1
+        per_machine = (report.get("tasks_at_plan") or 0) / machines
+        actual = core.last_finish_at - started
+        oracle = sim.oracle_s if sim.oracle_s and sim.oracle_s > 0 else None
+        lateness.append((way, actual / planned - 1.0, per_machine, kind,
+                         None if oracle is None or sim.mean_bias is None
+                         else (oracle / planned - 1.0, actual / oracle - 1.0, *sim.mean_bias)))
+    odds = selected.get("odds")
+    # the odds are of what the chosen configuration is billed from the choice on: the execution's
+    # cost (an up-front budget's sampling is apart here, as it is before its plan)
+    executed = report["cost"]["execution"]
+    calibration.append((way, kind, incomplete, over,
+                        None if not odds or actual is None else actual <= odds["makespan_p90_s"] * (1 + 1e-9),
+                        None if not odds else executed <= odds["cost_p99"] * (1 + 1e-9) + 1e-9))
+    if budget > 0:  # the money: (way, cushion offered / budget, spent / budget, sampling / total)
+        total = report["cost"]["total"]
+        measuring = report["cost"]["sampling"] - report["cost"].get("sampling_work", 0.0)
+        money.append((way, report.get("cushion", 0.0) / budget, spent / budget,
+                      report["cost"]["sampling"] / total if total > 0 else 0.0,
+                      measuring / total if total > 0 else 0.0))
+    if over or incomplete or sim.killed_in_paid_time:
+        rows.append((p, way, tasks, runtimes, len(config.clusters), report["status"],
+                     report["reason"], sim.killed, sim.killed_in_paid_time))
+    return totals, rows, lateness, money, calibration
+
+
 def run_pool(args: tuple[int, Config, int, str, int, tuple[str, ...]]) -> tuple[Counter, list, list, list, list]:
     """Every way of choosing on one pool: the counters, the rows that missed a goal, per completed
     run (way, actual / planned execution makespan - 1, tasks per machine at the choice, runtime
     family, the error split), per run (way, cushion / budget, spent / budget, sampling / total
     cost), and per run the calibration (way, family, billing-free: within the stated P90
     makespan, within the stated P99 cost; None where the option stated no odds or, for the
-    makespan, the run did not complete)."""
+    makespan, the run did not complete). The ways of :data:`AFTER_THE_OFFER` run from the
+    --plan-only run's offer (:class:`ForkingSimulator`), the others from the start."""
     p, config, tasks, runtimes, run_seed, ways = args
+    forked = tuple(way for way in ways if way in AFTER_THE_OFFER) if FORK else ()
+    parent = os.getpid()
+    try:
+        base = simulate(config, tasks, parse_runtimes(runtimes), run_seed, choice=Choice(plan_only=True),
+                        simulator=functools.partial(ForkingSimulator, pool=args[:5], ways=forked))  # type: ignore[arg-type]
+        if os.getpid() != parent:  # a fork that ran one way: its measures go back, and it ends here
+            assert isinstance(base, ForkingSimulator) and base.way is not None and base.pipe is not None
+            measures = _measure(p, base.way, base, base.choice, config, tasks, runtimes)
+            with os.fdopen(base.pipe, "wb") as out:
+                pickle.dump(("ok", measures), out)
+            os._exit(0)
+    except BaseException:
+        if os.getpid() != parent:
+            with contextlib.suppress(Exception), os.fdopen(_CHILD_PIPE[0], "wb") as out:
+                pickle.dump(("error", traceback.format_exc()), out)
+            os._exit(1)
+        raise
     totals: Counter = Counter()
     rows: list = []
     lateness: list = []
     money: list = []
     calibration: list = []
-    plan = plan_of(config, tasks, runtimes, run_seed)
-    if plan is None:
+    assert isinstance(base, ForkingSimulator)
+    if base.offered is None:
         totals["no plan"] += len(ways)
         return totals, rows, lateness, money, calibration
-    options, sampling_cost = plan
-    low = _labelled(options, "cheapest") or min(options, key=lambda o: o.budget)
-    high = _labelled(options, "fastest") or max(options, key=lambda o: o.budget)
-    amount = low.budget + random.Random(run_seed).uniform(0.1, 0.9) * max(0.0, high.budget - low.budget)
-    kind = family_of(runtimes)
+    options, sampling_cost = base.offered
+    amount = _amount(options, run_seed)
     for way in ways:
-        choice = choice_of(way, options, sampling_cost, amount)
-        if choice is None:
-            continue
-        sim = simulate(config, tasks, parse_runtimes(runtimes), run_seed, choice=choice,
-                       simulator=CountingSimulator)
-        report = sim.report()
-        budget = report.get("budget")
-        if budget is None:  # stopped before a choice (nothing to plan with)
-            totals["no plan"] += 1
-            continue
-        up_front = choice.budget is not None
-        spent = report["cost"]["total"] if up_front else report["cost"]["execution"]  # what the budget paid
-        over = spent > budget + report.get("cushion", 0.0) + 1e-9
-        incomplete = report["status"] != "done"
-        totals["runs"] += 1
-        totals["over budget"] += over
-        totals["incomplete"] += incomplete
-        if incomplete:  # the early warning: said before half the money (budget + cushion) was spent?
-            warnings = report.get("warnings") or []
-            totals["incomplete warned"] += bool(warnings)
-            totals["incomplete warned early"] += any(w["spent"] <= 0.5 * w["money"] + 1e-9 for w in warnings)
-        totals[f"incomplete {kind}"] += incomplete
-        totals[f"runs {kind}"] += 1
-        totals["killed"] += sim.killed
-        totals["killed in paid time"] += sim.killed_in_paid_time
-        totals["killed before hard"] += sim.killed_before_hard
-        totals["paid s wasted"] += sim.killed_paid_s
-        endgame = report.get("endgame") or {}
-        totals["copies started"] += endgame.get("copies_started", 0)
-        totals["copies won"] += endgame.get("copies_won", 0)
-        totals["copy paid s"] += endgame.get("copy_paid_s", 0.0)
-        totals["re-plans"] += len(report.get("reconfigurations") or [])
-        totals["idle cost"] += report["cost"].get("idle", 0.0)
-        totals["total cost"] += report["cost"]["total"]
-        core = sim.core
-        selected = report.get("selected") or {}
-        planned = selected.get("makespan_s")
-        started = getattr(core, "execution_started_at", None)
-        actual = None
-        if not incomplete and planned and started is not None and core.last_finish_at is not None:
-            machines = sum(selected.get("machines", {}).values()) or 1
-            per_machine = (report.get("tasks_at_plan") or 0) / machines
-            actual = core.last_finish_at - started
-            oracle = sim.oracle_s if sim.oracle_s and sim.oracle_s > 0 else None
-            lateness.append((way, actual / planned - 1.0, per_machine, kind,
-                             None if oracle is None or sim.mean_bias is None
-                             else (oracle / planned - 1.0, actual / oracle - 1.0, *sim.mean_bias)))
-        odds = selected.get("odds")
-        # the odds are of what the chosen configuration is billed from the choice on: the execution's
-        # cost (an up-front budget's sampling is apart here, as it is before its plan)
-        executed = report["cost"]["execution"]
-        calibration.append((way, kind, incomplete, over,
-                            None if not odds or actual is None else actual <= odds["makespan_p90_s"] * (1 + 1e-9),
-                            None if not odds else executed <= odds["cost_p99"] * (1 + 1e-9) + 1e-9))
-        if budget > 0:  # the money: (way, cushion offered / budget, spent / budget, sampling / total)
-            total = report["cost"]["total"]
-            measuring = report["cost"]["sampling"] - report["cost"].get("sampling_work", 0.0)
-            money.append((way, report.get("cushion", 0.0) / budget, spent / budget,
-                          report["cost"]["sampling"] / total if total > 0 else 0.0,
-                          measuring / total if total > 0 else 0.0))
-        if over or incomplete or sim.killed_in_paid_time:
-            rows.append((p, way, tasks, runtimes, len(config.clusters), report["status"],
-                         report["reason"], sim.killed, sim.killed_in_paid_time))
+        if way in base.results:
+            measures = base.results[way]
+        else:
+            choice = choice_of(way, options, sampling_cost, amount)
+            if choice is None:
+                continue
+            sim = simulate(config, tasks, parse_runtimes(runtimes), run_seed, choice=choice,
+                           simulator=CountingSimulator)
+            measures = _measure(p, way, sim, choice, config, tasks, runtimes)
+        totals.update(measures[0])
+        for whole, part in zip((rows, lateness, money, calibration), measures[1:]):
+            whole.extend(part)
     return totals, rows, lateness, money, calibration
 
 
@@ -476,8 +573,9 @@ def study(pools: int, max_tasks: int, seed: int, jobs: int, billing: str = "hour
     lateness: list = []
     money: list = []
     calibration: list = []
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for counts, missed, late, spent, calib in pool.map(run_pool, work, chunksize=2):
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(ProcessPoolExecutor(max_workers=jobs)) if jobs > 1 else None
+        for counts, missed, late, spent, calib in (pool.map(run_pool, work, chunksize=2) if pool else map(run_pool, work)):
             totals.update(counts)
             rows.extend(missed)
             lateness.extend(late)
