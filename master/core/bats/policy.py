@@ -954,7 +954,12 @@ class BatsCore(c.Core):
     def _start_execution(self, now: float, option: Option, cushion_accepted: bool, *,
                          keep_budget: bool) -> list[c.Action]:
         self._enter(EXECUTING)
-        return self.execution.start(now, option, cushion_accepted, keep_budget=keep_budget)
+        actions = self.execution.start(now, option, cushion_accepted, keep_budget=keep_budget)
+        if self.finished is None:
+            # the odds checked at once, not one monitoring interval later: a budget that no option's
+            # P99 cost fits (an up-front or budget:X amount below it) is said before its money goes
+            actions.extend(self.check_odds(now))
+        return actions
 
     def _monitor(self, now: float) -> list[c.Action]:
         """The plan's check every monitoring interval (a policy of its own overrides it), then the
