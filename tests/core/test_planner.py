@@ -400,11 +400,12 @@ def test_reused_candidates_match_a_fresh_build(means):
 
     # per-second and per-minute billing with different boots: every cluster its own billing group,
     # whose frontier is every count up to its limit whatever the runtimes; the same shape serves
-    # every set of means (the last one gives exact speed ties: 2 x 300 s = 1 x 150 s)
+    # every set of means (the last one gives exact speed ties: 2 x 300 s = 1 x 150 s); 7,056
+    # candidates, enough for the Pareto set to sift them by makespan before its sort
     def clusters(t: tuple[float, float, float]) -> list[ClusterPlan]:
-        return [ClusterPlan("a", t[0], 0.0007, 1.0, 7, min_charge_s=60.0, boot_s=40.0),
-                ClusterPlan("b", t[1], 0.0011, 1.0, 5, min_charge_s=60.0, boot_s=90.0),
-                ClusterPlan("c", t[2], 0.07, 60.0, 4, boot_s=20.0, slots=2)]
+        return [ClusterPlan("a", t[0], 0.0007, 1.0, 20, min_charge_s=60.0, boot_s=40.0),
+                ClusterPlan("b", t[1], 0.0011, 1.0, 20, min_charge_s=60.0, boot_s=90.0),
+                ClusterPlan("c", t[2], 0.07, 60.0, 15, boot_s=20.0, slots=2)]
 
     Planner(clusters((250.0, 250.0, 250.0)), 400)._build_candidates()  # the shape built by another planner
     planner = Planner(clusters(means), 400)
@@ -413,4 +414,5 @@ def test_reused_candidates_match_a_fresh_build(means):
     assert np.array_equal(planner._speed, speed)  # bit for bit: the same floats in the same order
     assert np.array_equal(planner._machines, config)
     assert np.array_equal(planner._makespan, makespan) and np.array_equal(planner._cost, cost)
+    assert planner.candidate_count > p._BINS
     assert [list(e.machines.values()) for e in planner.pareto()] == front

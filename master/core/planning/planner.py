@@ -87,8 +87,9 @@ left, and with per-second or per-minute billing every cluster is often its own b
 the group frontiers (which point of each group every candidate combines, and its machines) is
 kept for the latest few sets of frontier configurations (:func:`_shape_of`); a planner whose
 frontiers hold the same configurations takes it and only sums the speeds, in the same order as
-building it anew (the same floats), and prices the makespans. The Pareto walk visits only the
-rows that cost less than every faster one (a running minimum after the sort).
+building it anew (the same floats), and prices the makespans one group (one column) at a time.
+The Pareto set first sifts out the candidates that cost as much as one in a faster makespan bin,
+sorts the rest and walks only the rows that cost less than every faster one (a running minimum).
 
 Money resolution: every price is turned into an integer number of units of 10^-k currency, with k
 the smallest in 0..9 for which all prices are whole (prices typed with up to 9 decimals are
@@ -157,6 +158,7 @@ MAX_CANDIDATES = 4_000_000  # product of group frontiers beyond which planning r
 _MAX_DECIMALS = 9
 _SPEED_TOL = 1e-12  # relative: speeds (and makespans) this close are equal
 _INT_LIMIT = 2**62
+_BINS = 4096  # makespan bins that sift the candidates before the Pareto set's sort
 
 
 @dataclass(frozen=True)
@@ -299,10 +301,10 @@ class Planner:
         self._groups = list(groups)
         self._group_of = [self._groups.index(_billing_group(c)) for c in self.clusters]
         if self._cap is not None:
-            weights, speed, config = self._capped_candidates(list(groups.values()))
+            matrix, speed, config = self._capped_candidates(list(groups.values()))
             keep = speed > 0
-            self._speed, self._machines, weights = speed[keep], config[keep], weights[keep]
-            weight_max = int(weights.max(initial=0))
+            self._speed, self._machines, matrix = speed[keep], config[keep], matrix[keep]
+            weights = [matrix[:, g] for g in range(len(self._groups))]
         else:
             fronts = [frontier.group_frontier(members, self.clusters, self._units, self._limits, len(self.clusters))
                       for members in groups.values()]
@@ -317,17 +319,19 @@ class Planner:
                 rows = np.flatnonzero(speed > 0)
                 parts, self._machines, speed = tuple(part[rows] for part in parts), self._machines[rows], speed[rows]
             self._speed = speed
-            weights = np.column_stack([w[part] for (w, _s, _cfg), part in zip(fronts, parts)])
-            weight_max = int(weights.max(initial=0))
+            weights = [w[part] for (w, _s, _cfg), part in zip(fronts, parts)]
+        # per group, one column at a time: W_g of every candidate, and u_g at its makespan
         makespan = self.n_tasks / self._speed
-        units = np.zeros((len(self._speed), len(self._groups)), dtype=np.int64)
-        for g, (atu, min_charge, overhead) in enumerate(self._groups):
-            units[:, g] = billing.units_array(makespan + overhead, atu, min_charge)
-        bound = weight_max * int(units.max(initial=0)) * len(self._groups)
+        units = [billing.units_array(makespan + overhead, atu, min_charge)
+                 for atu, min_charge, overhead in self._groups]
+        top = max((int(w.max(initial=0)) for w in weights), default=0)
+        bound = top * max((int(u.max(initial=0)) for u in units), default=0) * len(self._groups)
         if bound < _INT_LIMIT:
-            cost = (weights * units).sum(axis=1)
+            cost = np.zeros(len(makespan), dtype=np.int64)
+            for w, u in zip(weights, units):
+                cost += w * u
         else:  # exact Python integers when int64 could overflow
-            cost = (weights.astype(object) * units.astype(object)).sum(axis=1)
+            cost = (np.column_stack(weights).astype(object) * np.column_stack(units).astype(object)).sum(axis=1)
         self._makespan = makespan
         self._group_units = units
         self._cost = cost
@@ -336,6 +340,10 @@ class Planner:
             near = np.flatnonzero(self._speed >= self._speed.max() * (1 - _SPEED_TOL))
             row = int(near[np.argmin(self._cost[near])]) if len(near) > 1 else int(near[0])
             self._top = [int(a) for a in self._machines[row]]
+
+    def _units_at(self, rows: np.ndarray) -> np.ndarray:
+        """u_i of the candidates ``rows``, per cluster (that of its billing group)."""
+        return np.column_stack([units[rows] for units in self._group_units])[:, self._group_of]
 
     def _capped_candidates(self, groups: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(W per group, S, configuration) of the candidates under the overall cap (module doc)."""
@@ -419,7 +427,7 @@ class Planner:
         if not len(feasible):
             return None
         machines = self._machines[feasible].astype(np.int64)
-        atus = np.where(machines > 0, self._group_units[feasible][:, self._group_of], 0)
+        atus = np.where(machines > 0, self._units_at(feasible), 0)
         mean = np.array([c.mean_s for c in self.clusters])
         slots = np.array([c.slots for c in self.clusters], dtype=np.int64)
         atu = np.array([c.atu_s for c in self.clusters])
@@ -545,7 +553,9 @@ class Planner:
     def pareto(self) -> list[Estimate]:
         """Every Pareto-optimal (makespan_s, cost) configuration, fastest first; one per point."""
         self._build_candidates()
-        order = np.lexsort((self._cost.astype(float), self._makespan)) if len(self._cost) else np.array([], int)
+        rows = self._maybe_points()
+        makespan, cost = self._makespan[rows], self._cost[rows]
+        order = rows[np.lexsort((cost.astype(float), makespan))] if len(rows) else np.array([], int)
         # by makespan, then cost: a row is a point only when it costs less than every row before it
         costs = self._cost[order]
         before = np.minimum.accumulate(costs)
@@ -558,11 +568,29 @@ class Planner:
             kept.append(int(row))
         return self._row_estimates(np.array(kept, dtype=np.int64))
 
+    def _maybe_points(self) -> np.ndarray:
+        """The candidates that may be Pareto points, in their order: all but those that cost as much
+        as one with a strictly shorter makespan, found by binning the makespans (a row of a lower
+        bin is strictly faster) and comparing each row with the cheapest of the bins below its
+        own. What is left is sorted and walked by :meth:`pareto`: the running minimum of the cost
+        before each row left is the same as over all rows (it is reached at rows that are left)."""
+        n = len(self._cost)
+        if n < _BINS or self._cost.dtype == object:
+            return np.arange(n)
+        low, high = float(self._makespan.min()), float(self._makespan.max())
+        if not high > low:
+            return np.arange(n)
+        bins = np.minimum(((self._makespan - low) * (_BINS / (high - low))).astype(np.int64), _BINS - 1)
+        cheapest = np.full(_BINS + 1, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(cheapest, bins + 1, self._cost)
+        below = np.minimum.accumulate(cheapest)  # [b]: the least cost in the bins below bin b
+        return np.flatnonzero(self._cost < below[bins])
+
     def _row_estimates(self, rows: np.ndarray) -> list[Estimate]:
         """:meth:`estimate` of many candidates at once, from the candidate arrays (same formulas)."""
         machines = self._machines[rows].astype(np.int64)
         in_use = machines > 0
-        atus = np.where(in_use, self._group_units[rows][:, self._group_of], 0)
+        atus = np.where(in_use, self._units_at(rows), 0)
         mean = np.array([c.mean_s for c in self.clusters])
         slots = np.array([c.slots for c in self.clusters], dtype=np.int64)
         atu = np.array([c.atu_s for c in self.clusters])
