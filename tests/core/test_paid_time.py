@@ -166,3 +166,23 @@ def test_slots_twice_as_slow_as_the_fastest_are_left_idle_at_the_end_of_the_bag(
     # the end-game hands the last tasks to the fast slots: the slow ones' long residuals do not count
     fast = tail_allowance([(2, 10.0, 0.0, INF)], [[5.0, 15.0]], 80.0)
     assert tail_allowance([(2, 10.0, 0.0, INF), (5, 20.0, 0.0, INF)], [[5.0, 15.0], [1.0, 100.0]], 80.0) == fast
+
+
+def test_the_tail_reuses_its_residual_laws_for_other_machine_counts():
+    # the laws of the residuals depend on the clusters' means and shapes, not on their slots: what
+    # a plan's options share comes out as a fresh computation gives it, to the bit
+    import numpy as np
+
+    from bats.master.core.planning import paid_time
+
+    shapes = [np.array([30.0, 31.0, 29.0, 300.0, 33.0]), np.array([12.0, 60.0, 14.0]), None]
+    def groups(k: int) -> list[tuple[int, float, float, float]]:
+        return [(k, 40.0, 0.0, math.inf), (2 * k, 55.0, 30.0, math.inf), (3, 50.0, 0.0, math.inf)]
+
+    paid_time._LAWS.clear()
+    fresh = paid_time.tail_allowance(groups(3), shapes, 2000.0)
+    paid_time.tail_allowance(groups(7), shapes, 2000.0)
+    assert paid_time._LAWS  # kept
+    paid_time._LAWS.clear()
+    paid_time.tail_allowance(groups(7), shapes, 2000.0)  # the laws made for 7 slots serve 3
+    assert paid_time.tail_allowance(groups(3), shapes, 2000.0) == fresh > 0

@@ -54,7 +54,9 @@ release, until this makespan; the machines let go nothing more. Billed by the se
 minimum, the sampling machines' paid minute can do most of a small bag, and the planner's B_e
 (every machine paid from the choice for T_e) was then many times what the run spent. The
 option's budget, the ceiling the execution keeps to, stays the planner's: the difference is
-room for the estimate's error. Pure: no I/O, no clock.
+room for the estimate's error. Pure: no I/O, no clock. The residuals' laws on the grid depend on
+the clusters' means and sampled runtimes, not on their machine counts, so the latest few are kept
+(:func:`_residual_laws`): the options of one plan share them.
 """
 
 from __future__ import annotations
@@ -138,35 +140,20 @@ def tail_allowance(groups: Sequence[tuple[int, float, float, float]],
     # twice as slow as the fastest ends a task no sooner than a fast one free at once ends its
     # second, so it is left idle at the end rather than running on past the others
     fastest = min(group[1] for group, _shape in working)
-    parts = []  # (slots, mean, sorted runtimes / their mean)
-    for (k, mean_s, _start, _end), shape in working:
-        if mean_s >= END_GAME_SLOWER * fastest - 1e-12:
-            continue
-        y = np.sort(np.asarray(shape if shape is not None and len(shape) else [1.0], dtype=float))
-        y = y[np.isfinite(y) & (y >= 0)]
-        if not len(y) or y.mean() <= 0:
-            y = np.ones(1)
-        parts.append((k, mean_s, y / y.mean()))
-    if not parts:
+    used = [(k, mean_s, shape) for (k, mean_s, _start, _end), shape in working
+            if mean_s < END_GAME_SLOWER * fastest - 1e-12]
+    if not used:
         return 0.0
-    # the grid of residuals: each part's sampled runtimes on its scale, and a fine even spread
-    top = max(m * float(y[-1]) for _k, m, y in parts)
-    grid = np.unique(np.concatenate([np.linspace(0.0, top, 4001),
-                                     *(np.clip(m * y, 0.0, top) for _k, m, y in parts),
-                                     [m for _k, m, _y in parts]]))
-    rate = sum(k / m for k, m, _y in parts)
+    top, grid, logs = _residual_laws(tuple((mean_s, None if shape is None else np.asarray(shape, dtype=float).tobytes())
+                                      for _k, mean_s, shape in used))
+    rate = sum(k / m for k, m, _shape in used)
     log_var = np.zeros_like(grid)  # log P(max R <= r), runtimes as sampled
     log_fix = np.zeros_like(grid)  # the same with every runtime at its mean
     mean_var = mean_fix = 0.0
-    for k, m, y in parts:
-        u = grid / m  # the residual in the part's means
-        prefix = np.concatenate([[0.0], np.cumsum(y)])
-        below = np.searchsorted(y, u, side="left")
-        cdf = (prefix[below] + u * (len(y) - below)) / len(y)  # E[min(Y, u)] / E[Y], E[Y] = 1
-        with np.errstate(divide="ignore"):
-            log_var += k * np.log(np.clip(cdf, 0.0, 1.0))
-            log_fix += k * np.log(np.clip(u, 0.0, 1.0))
-        mean_var += (k / m) * m * float(np.mean(y * y)) / 2.0
+    for (k, m, _shape), (cdf_log, u_log, square) in zip(used, logs):
+        log_var += k * cdf_log
+        log_fix += k * u_log
+        mean_var += (k / m) * m * square / 2.0
         mean_fix += (k / m) * m / 2.0
 
     def expected_max(log_cdf: np.ndarray) -> float:
@@ -175,6 +162,51 @@ def tail_allowance(groups: Sequence[tuple[int, float, float, float]],
 
     extra = (expected_max(log_var) - mean_var / rate) - (expected_max(log_fix) - mean_fix / rate)
     return extra if extra > 1e-9 * max(1.0, top) else 0.0
+
+
+_LAWS: dict[tuple, tuple] = {}  # the latest few residual laws, oldest first
+_LAWS_KEPT = 16
+
+
+def _residual_laws(parts: tuple[tuple[float, bytes | None], ...]) -> tuple[float, np.ndarray, list[tuple]]:
+    """For :func:`tail_allowance`: the longest residual, the grid of residuals and, per part (a cluster's mean seconds a
+    task and its sampled runtimes as float64 bytes, None for fixed), log P(R <= r) of one slot's
+    residual with the runtimes as sampled and at their mean, on that grid, and E[Y^2] of the
+    runtimes over their mean. They depend on the parts alone, not on the slots, so the options of
+    one plan, which use the same clusters with other machine counts, share them (the latest few
+    are kept)."""
+    import numpy as np
+
+    laws = _LAWS.pop(parts, None)
+    if laws is None:
+        scaled = []  # (mean, sorted runtimes / their mean)
+        for mean_s, raw in parts:
+            shape = np.frombuffer(raw, dtype=float) if raw is not None else np.zeros(0)
+            y = np.sort(shape if len(shape) else np.ones(1))
+            y = y[np.isfinite(y) & (y >= 0)]
+            if not len(y) or y.mean() <= 0:
+                y = np.ones(1)
+            scaled.append((mean_s, y / y.mean()))
+        # the grid of residuals: each part's sampled runtimes on its scale, and a fine even spread
+        top = max(m * float(y[-1]) for m, y in scaled)
+        grid = np.unique(np.concatenate([np.linspace(0.0, top, 4001),
+                                         *(np.clip(m * y, 0.0, top) for m, y in scaled),
+                                         [m for m, _y in scaled]]))
+        logs = []
+        for m, y in scaled:
+            u = grid / m  # the residual in the part's means
+            prefix = np.concatenate([[0.0], np.cumsum(y)])
+            below = np.searchsorted(y, u, side="left")
+            cdf = (prefix[below] + u * (len(y) - below)) / len(y)  # E[min(Y, u)] / E[Y], E[Y] = 1
+            with np.errstate(divide="ignore"):
+                logs.append((np.log(np.clip(cdf, 0.0, 1.0)), np.log(np.clip(u, 0.0, 1.0)), float(np.mean(y * y))))
+        for array in (grid, *(a for law in logs for a in law[:2])):
+            array.setflags(write=False)
+        laws = (top, grid, logs)
+        while len(_LAWS) >= _LAWS_KEPT:
+            del _LAWS[next(iter(_LAWS))]
+    _LAWS[parts] = laws
+    return laws
 
 
 def with_machines_up(option: Option, clusters: Sequence[ClusterPlan], n_tasks: int,
