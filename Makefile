@@ -79,7 +79,10 @@ reliability: $(STAMP)
 
 # does the execution keep the chosen option's promise? random pools in the simulator, billed by the hour
 # (docs/execution-study.md) and per second or per minute (docs/execution-study-fine.md); a few
-# minutes on 2 cores (the full study's 500 pools: see docs/execution-study.md)
+# minutes on 2 cores (the full study's 500 pools: see docs/execution-study.md). Measured with --jobs 1
+# side by side with the code before the ways chosen after the offer ran from one run's offer and the
+# planner reused its candidates (same load, same tables): the 20 fine pools 114 s of CPU against 183 s,
+# the first 4 hourly pools 32 s against 45 s
 execution-study: $(STAMP)
 	$(PY) bench/execution_study.py --pools 60 --max-tasks 3000 --out docs/execution-study.md
 	$(PY) bench/execution_study.py --pools 20 --max-tasks 1500 --billing fine --out docs/execution-study-fine.md
