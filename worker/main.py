@@ -6,16 +6,18 @@ running tasks' stdout/stderr pipes and a self-pipe that signal handlers write to
 (``signal.set_wakeup_fd``; SIGCHLD wakes the loop when a task exits, SIGTERM/SIGINT make the
 worker leave). The master's ``welcome`` says how many tasks the machine runs at once (its
 cluster's ``slots``, 1 unless configured); each runs in its own process group with its own timeout
-and output tails, and the others wait in a queue. The poll timeout is the nearest deadline (heartbeat, liveness, task timeout,
-slowdown padding), so an idle worker sleeps in ``poll``.
+and output tails, and the others wait in a queue. The poll timeout is the nearest deadline
+(heartbeat, liveness, task timeout, slowdown padding, a held result), so an idle worker sleeps in
+``poll``.
 
 Protocol (``bats.common.protocol``): ``hello`` → ``welcome`` → ``ask n=2`` (one task to run, one
 prefetched so dispatch latency is hidden); every ``result`` carries ``ask=True`` to ask for the
 next task. Results of short tasks go out together: a result waits (at most ``OUTBOX_MAX_S``) while
 the worker still has as many tasks queued as the waiting results ask for, so one frame each way
-carries several; with one task prefetched it goes at once. ``unknown`` (the master restarted) or ``liveness_s`` without a word from the master
-makes the worker say hello again (on a fresh socket after a liveness timeout), keep running what
-it holds, send results held meanwhile after the new ``welcome`` and ask for the free slots.
+carries several; with one task prefetched it goes at once. ``unknown`` (the master restarted) or
+``liveness_s`` without a word from the master makes the worker say hello again (on a fresh socket
+after a liveness timeout), keep running what it holds, send results held meanwhile after the new
+``welcome`` and ask for the free slots.
 ``wait`` before any ``welcome`` (a worker started by hand whose seat is not open yet) makes it say
 hello again, on a fresh socket, every ``JOIN_RETRY_S``.
 ``stop`` and SIGTERM/SIGINT kill the running tasks' process groups, send ``bye`` and exit 0.
