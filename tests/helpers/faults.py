@@ -203,12 +203,18 @@ def kill_workers(root: Path, rng: random.Random, policy: tuple[str, ...] = ("--p
     try:
         for share in sorted(rng.uniform(0.1, 0.7) for _ in range(2)):
             run.wait_started(int(share * run.n_tasks))
-            workers = wait_for(run.workers_now, 30, "workers")
-            victim = rng.choice(workers)
-            if kill is not None:
-                kill(victim)
+            for _attempt in range(20):
+                victim = rng.choice(wait_for(run.workers_now, 30, "workers"))
+                try:
+                    if kill is not None:
+                        kill(victim)
+                    else:
+                        victim.send_signal(signal.SIGKILL)
+                    break
+                except (psutil.NoSuchProcess, subprocess.CalledProcessError):
+                    continue  # it left between the listing and the kill (a worker let go): another one
             else:
-                victim.send_signal(signal.SIGKILL)
+                raise AssertionError("no worker could be killed: each left before its kill, 20 times")
         assert run.wait() == 0, run.output()
     finally:
         run.kill()
