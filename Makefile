@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-bats test test-fast lint bench paper compare reliability execution-study install clean worker-wheel \
+.PHONY: demo demo-bats test test-fast lint bench paper compare reliability execution-study execution-study-500 install clean worker-wheel \
 	worker-wheelhouse
 
 $(PY):
@@ -86,6 +86,13 @@ reliability: $(STAMP)
 execution-study: $(STAMP)
 	$(PY) bench/execution_study.py --pools 60 --max-tasks 3000 --out docs/execution-study.md
 	$(PY) bench/execution_study.py --pools 20 --max-tasks 1500 --billing fine --out docs/execution-study-fine.md
+
+# the same at the scale the promise is judged on: 500 pools billed per second or minute (bags of 200-3,000
+# tasks) and 500 by the hour (bags of up to 1,500 tasks, to fit the time): docs/execution-study-fine-500.md
+# and docs/execution-study-500.md; about two hours on 2 idle cores
+execution-study-500: $(STAMP)
+	$(PY) bench/execution_study.py --pools 500 --max-tasks 3000 --billing fine --out docs/execution-study-fine-500.md
+	$(PY) bench/execution_study.py --pools 500 --max-tasks 1500 --no-history --out docs/execution-study-500.md
 
 # the worker alone for machine images: dist/bats_worker-VERSION-py3-none-any.whl, needing pyzmq, msgpack and
 # psutil only (deploy/worker-wheel/, deploy/README.md)

@@ -694,7 +694,7 @@ def family_table(result: dict) -> list[str]:
 
 
 def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float, jobs: int,
-             billing: str = "hourly") -> str:
+             billing: str = "hourly", history: bool = True) -> str:
     t = result["totals"]
     runs = t["runs"] or 1
     families = "normal, Lévy, multi-modal, bimodal, few-long (`fewlong`) or one of six real-like shapes (`shape:`)"
@@ -847,7 +847,7 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         "keep); a stopped copy is not a killed task. \"Late\" is the execution makespan against the",
         "chosen option's, from the choice to the last result.",
         "",
-        *(HISTORY if billing == "hourly" else []),
+        *(HISTORY if billing == "hourly" and history else []),
     ]
     if result["rows"]:
         # every incomplete run, then the others that missed a goal (a task killed in paid time)
@@ -877,6 +877,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated ways of choosing (default: all of {'; '.join(WAYS)}), e.g. "
                              "'cheapest,fastest,budget:X'")
     parser.add_argument("--out", default=None, help="write the Markdown here (default: stdout)")
+    parser.add_argument("--no-history", action="store_true",
+                        help="leave out the hourly study's before-and-after notes (they speak of its 60 pools)")
     args = parser.parse_args(argv)
     families = tuple(f.strip() for f in args.families.split(",")) if args.families else FAMILIES
     ways = tuple(w.strip() for w in args.ways.split(",")) if args.ways else WAYS
@@ -887,7 +889,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     result = study(args.pools, args.max_tasks, args.seed, args.jobs, args.billing, families, ways)
     text = markdown(result, args.pools, args.max_tasks, args.seed, time.perf_counter() - started, args.jobs,
-                    args.billing)
+                    args.billing, history=not args.no_history)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     else:

@@ -21,6 +21,9 @@ What a caller may ask, for one uptime (scalar) or many (the ``*_array`` function
 - :func:`atus_spanning`: the ATUs a stretch of time spans from an edge (a plan's horizon, a
   task's extension): ceil(seconds / ATU), 0 for none;
 - :func:`whole`: the whole times a length fits into another, floor(x / y), guarded the same way;
+- :func:`release_guard_s`: how long before its paid edge a machine let go while running a task is
+  released at the latest (the time a release takes to stop the bill), the same in the execution
+  and in the options' odds;
 - :meth:`Billing.is_fine`: whether the ATU is short against the time a release takes to stop the
   bill, so that holding a machine "to its edge" saves nothing (per-second billing): such a
   machine with nothing left to finish is released at once.
@@ -42,6 +45,15 @@ if TYPE_CHECKING:  # the array forms import numpy when called: a run that plans 
 
 EPS = 1e-9  # guards ceil() and floor() against float noise on an exact integer
 FINE_ATU_S = 10.0  # an ATU this short or shorter bills "by the second": no edge worth waiting for
+RELEASE_GUARD_SHARE = 0.1  # a release takes this share of the release margin to stop the bill (see release_guard_s)
+
+
+def release_guard_s(release_margin_s: float) -> float:
+    """How long before its paid edge a machine let go while running a task is released at the
+    latest: a tenth of the release margin, at least 1 s, at most the margin. Kept short so that
+    little paid time is cut off; a task that has not ended by then is cut off (the execution) or
+    run again (the options' odds)."""
+    return min(release_margin_s, max(1.0, RELEASE_GUARD_SHARE * release_margin_s))
 
 
 def atus_begun(uptime_s: float, atu_s: float, min_charge_s: float = 0.0) -> int:

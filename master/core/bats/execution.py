@@ -76,11 +76,10 @@ import numpy as np
 
 from ... import core as c
 from ..actions import Notify, WakeAt
-from ..billing import atus_begun, atus_spanning, whole
+from ..billing import atus_begun, atus_spanning, release_guard_s, whole
 from ..planning.clusters import SHORT_ATU_S
 from ..planning.estimate import RuntimeEstimate
 from ..planning.monitor import Billing, MachineTable, ReleasePlan, TailEstimates, check, plan_releases
-from ..planning.odds import RELEASE_GUARD_SHARE
 from ..planning.paid_time import with_machines_up
 from ..planning.planner import Option, Planner
 from .settings import BatsSettings
@@ -91,9 +90,6 @@ SPEED_UP_GAIN = 0.1  # a run ahead of its plan speeds up when that ends the bag 
 SPEED_UP_TASKS = 5  # ... and leaves each machine of the new configuration at least this many tasks
 CATCH_UP_SLACK = 0.05  # a run adds machines when it would end this share of its makespan late
 CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
-# a marked machine running a task stays until its edge less this share of the margin (at least 1 s):
-# the time a release takes to stop the bill, kept short so little paid time is cut off
-HARD_GUARD_SHARE = RELEASE_GUARD_SHARE  # the odds replay the same hard release
 
 
 class Planning(Protocol):
@@ -149,7 +145,7 @@ class Execution:
         self._horizons = {name: (0.0 if cl.atu_s > 2 * margin else self.ceiling_s) for name, cl in clusters.items()}
         self.last_ceiling = 0.0
         self.ceiling_at = math.inf
-        self.guard_s = min(margin, max(1.0, margin * HARD_GUARD_SHARE))
+        self.guard_s = release_guard_s(margin)  # a marked machine running a task stays until its edge less this
         self.release_edge: dict[str, float] = {}  # marked machine -> the edge of its paid time
         self.held_to_edge: set[str] = set()  # marked machines kept past their moment for a task in paid time
         self.held_for_choice: set[str] = set()  # sampling machines billed by the second or minute, held
@@ -226,7 +222,7 @@ class Execution:
             want = config.get(name, 0)
             live = self.core.live_machines(name)
             kept = [m for m in live if m.release_at is None]
-            have = len(kept) + self.core._requested[name]
+            have = self._kept_or_asked(name)
             if have < want:  # keep first the marked machines whose running task would be cut off
                 marked = (m for m in live if m.release_at is not None)
                 for m in sorted(marked, key=lambda m: (not self._crosses_edge(m, now), -(m.release_at or 0))):
@@ -503,12 +499,10 @@ class Execution:
                        self.delta_n_allowed, spent_before=self._gone_spent(now),
                        release_margin_s=self.settings.release_margin_s)
         actions: list[c.Action] = []
-        if not result.ok and self._tasks_not_started() == 0:
-            # every task left is running: a new configuration starts none of them, its machines
-            # added would be paid to wait, and those it drops would cut a running task off; the
-            # ceiling alone decides which running machines the money renews
-            pass
-        elif not result.ok:
+        # short of money with every task left running, the run does not re-plan: a new configuration
+        # starts none of them, its machines added would be paid to wait, and those it drops would cut
+        # a running task off; the ceiling alone decides which running machines the money renews
+        if not result.ok and self._tasks_not_started() > 0:
             money = (self.budget + self.cushion - result.spent) if self.budget is not None else math.inf
             new = self._replan_within(money, now, by=self._promised_end()) if money > 0 else None
             new = self._starting_something(new) if new is not None else None
@@ -520,7 +514,7 @@ class Execution:
                 actions.append(Notify(f"re-planned ({reason}): {_machines_text(new)}"))
                 actions.extend(self.move_to(new, now))
                 views = None  # machines were marked or unmarked
-        else:
+        elif result.ok:
             moved = self._speed_up(result.spent, now) if result.n_e < result.n_p and self._speeds_up() else []
             moved = moved or self._catch_up(result.spent, now)
             if moved:
@@ -536,21 +530,20 @@ class Execution:
         pays, and the ones with no task to start are paid to wait (the options' odds, which
         replay the configuration chosen, never count such money). The additions of the slowest
         clusters (by their mean runtime) are dropped first."""
-        waiting = self._tasks_not_started()
-        slots = self.core.cluster_slots
-        added: dict[str, int] = {}
-        for name, n in new.items():
-            have = sum(1 for m in self.core.live_machines(name) if m.release_at is None) + self.core._requested[name]
-            if n > have:
-                added[name] = n - have
-        free = waiting
+        free = self._tasks_not_started()
+        added = {name: n - self._kept_or_asked(name) for name, n in new.items() if n > self._kept_or_asked(name)}
         estimates = self.policy.estimates
         keep = dict(new)
         for name in sorted(added, key=lambda k: estimates[k].mean_s if k in estimates else math.inf):
-            useful = min(added[name], math.ceil(free / max(1, slots.get(name, 1))))
+            slots = max(1, self.core.cluster_slots.get(name, 1))
+            useful = min(added[name], math.ceil(free / slots))
             keep[name] = new[name] - added[name] + useful
-            free = max(0, free - useful * max(1, slots.get(name, 1)))
+            free = max(0, free - useful * slots)
         return keep
+
+    def _kept_or_asked(self, name: str) -> int:
+        """The machines of ``name`` the plan has: live and not marked for release, or asked for."""
+        return sum(1 for m in self.core.live_machines(name) if m.release_at is None) + self.core._requested[name]
 
     def _speeds_up(self) -> bool:
         """Whether a run ahead of its plan may move to a faster configuration: on (``speed_up``)

@@ -119,7 +119,6 @@ WHOLE_NUMBERS = 1 << 18  # numbers a replay draws at once at most (more: replays
 CHUNK_NUMBERS = 1 << 17  # numbers an array of a chunk of replays holds at most
 POOL_GROUPS = 1024  # a pool of more than twice this many values is resampled by groups of neighbouring values
 HEAD_SDS = 4.5  # a slot's head ends this many standard deviations (of its task count) before the cut
-RELEASE_GUARD_SHARE = 0.1  # as the execution's hard release: see _guard
 HEAD_TRIES = 3  # head windows widened this many times (each doubled) before a chunk replays every task
 
 
@@ -349,13 +348,6 @@ def _pareto(rng: np.random.Generator, xi: np.ndarray) -> np.ndarray:
     return np.minimum(TAIL_CAP, np.power(np.maximum(u, 1e-300), -xi))
 
 
-def _guard(release_s: float) -> float:
-    """How long before its paid edge a machine let go while running a task is released at the
-    latest (the execution's hard release): a tenth of the release margin, at least 1 s, at most
-    the margin. A task that has not ended by then is cut off."""
-    return min(release_s, max(1.0, RELEASE_GUARD_SHARE * release_s))
-
-
 @dataclass(frozen=True)
 class Fleet:
     """The machines of one replay, one row per slot (plus each slot's machine and its billing)."""
@@ -401,7 +393,7 @@ def fleet_of(machines: Mapping[str, int], clusters: Sequence[ClusterPlan], ratio
             m = len(machine_rows)
             machine_rows.append((c.price, c.atu_s, c.min_charge_s, c.release_s, lefts[i], keep))
             tasks = list(busy[i]) if i < len(busy) else []
-            cut = math.inf if keep or c.atu_s <= SHORT_ATU_S else lefts[i] + max(0.0, c.release_s - _guard(c.release_s))
+            cut = math.inf if keep or c.atu_s <= SHORT_ATU_S else lefts[i] + max(0.0, c.release_s - billing.release_guard_s(c.release_s))
             for s in range(c.slots):
                 slots.append((r, 0.0, tasks[s] if s < len(tasks) else math.nan,
                               math.inf if keep else lefts[i], c.mean_s, m, cut))
