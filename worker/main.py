@@ -28,6 +28,8 @@ the inputs and run the setup before the first hello, through the S3 URLs the mas
 arrive in ``BATS_FILES_GRANT`` (popped from the environment like the token: tasks do not inherit it).
 A welcome naming a shell this machine lacks (``[master] shell``) makes the worker leave with a
 ``bye`` saying so, rather than fail every task with 127.
+A line with no shell syntax is exec'd without the shell where it is dash, exactly as dash would run
+it (:func:`bats.worker.task.direct_argv`).
 ``--noop`` answers each task at once without running it (master benchmarks).
 ``--spot-notice URL`` starts a :class:`~bats.worker.spot.SpotWatcher` on the instance metadata;
 its notice wakes the loop through a pipe and the worker sends ``interruption`` (once welcomed), so

@@ -17,6 +17,25 @@ A command killed from outside by SIGTERM, SIGKILL, SIGINT or SIGHUP is reported 
 a batch scheduler or the OS stops a whole machine, the worker's own SIGTERM can trail its task's by
 a moment, and a worker that leaves meanwhile drops the result, so the task goes back into the bag
 instead of counting as failed.
+
+A line with no shell syntax at all is exec'd without the shell when the shell is dash (Debian's and
+Ubuntu's ``/bin/sh``), which saves the shell's start and its fork of the command
+(:func:`direct_argv`). The line qualifies when it is words of ``A-Za-z0-9_./:=,+@%-`` separated by
+spaces (so no quoting, expansion, glob, redirection, pipe, list or comment can be in it), its first
+word is not a builtin or keyword of the shell and holds no ``=`` (an assignment), and that word names
+an executable regular file (by its path when it holds a ``/``, else on ``PATH`` as dash searches it).
+The command then sees what dash would give it: the same argv (``argv[0]`` as written), the
+environment dash exports (names that are not shell names dropped, ``PWD`` kept when it is absolute
+and names the working directory, else set to it), the same fds, directory and process group. Every
+case the rule does not cover (no ``PATH``, not found, cannot exec) goes through the shell, which
+then gives its own message and status. The one difference left: the task's process is the command
+itself, not a shell waiting for it, so a signal that kills it is seen directly; a crash signal
+(SIGSEGV, SIGABRT...) is reported as the shell does (``128 + N`` and its line on stderr), while SIGTERM, SIGKILL, SIGINT
+and SIGHUP stay ``-N`` as when the whole group is stopped (through the shell, such a signal sent to
+the command alone, say by the kernel's OOM killer, would read ``128 + N``); and the command leads its
+process group, so a program that calls ``setsid()`` itself without forking first is refused where
+through the shell it is not (``setsid`` the program forks then and returns at once, so a line that
+starts with it always goes through the shell).
 """
 
 from __future__ import annotations
@@ -24,7 +43,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
+import shutil
 import signal
+import stat
 import subprocess
 from typing import Any
 
@@ -45,6 +67,73 @@ OUTSIDE_KILL_GRACE_S = 1.0
 
 
 _DEVNULL = -1
+
+# a line of plain words: nothing in it the shell would expand, split otherwise, quote or redirect
+_PLAIN_LINE = re.compile(r" *[A-Za-z0-9_./:=,+@%-]+(?: +[A-Za-z0-9_./:=,+@%-]+)* *")
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# dash's builtins and the POSIX shell's keywords and special builtins (with bash's, to be safe):
+# the shell runs these itself, so they must go through it
+_NOT_DIRECT = frozenset("""
+    . : [ alias bg break builtin cd chdir command continue declare echo eval exec exit export false fc fg
+    getopts hash jobs kill let local printf pwd read readonly return set shift source test times trap
+    true type typeset ulimit umask unalias unset wait
+    if then else elif fi do done case esac while until for in function select time ! { } [[ ]]
+""".split())
+_dash_shells: dict[str, bool] = {}
+
+
+def _is_dash(shell: str) -> bool:
+    """Whether ``shell`` is dash, the shell whose start-up :func:`direct_argv` reproduces."""
+    known = _dash_shells.get(shell)
+    if known is None:
+        path = shell if "/" in shell else (shutil.which(shell) or shell)
+        known = _dash_shells[shell] = os.path.basename(os.path.realpath(path)) == "dash"
+    return known
+
+
+def _executable(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode) and os.access(path, os.X_OK)
+    except (OSError, ValueError):
+        return False
+
+
+def direct_argv(command: str, shell: str) -> tuple[str, list[str]] | None:
+    """The program and argv to exec ``command`` with, without ``shell``, when that is exactly what
+    the shell would run (see the module's docstring); None when it must go through the shell."""
+    if not _PLAIN_LINE.fullmatch(command) or not _is_dash(shell):
+        return None
+    words = command.split()
+    name = words[0]
+    if name in _NOT_DIRECT or name == "setsid" or "=" in name:
+        return None
+    if "/" in name:
+        return (name, words) if _executable(name) else None
+    path = os.environ.get("PATH")
+    if path is None:  # dash then searches its own default path: let it
+        return None
+    for folder in path.split(":"):
+        candidate = f"{folder}/{name}" if folder else name  # an empty entry is the working directory
+        if _executable(candidate):
+            return candidate, words
+    return None
+
+
+def _dash_environment() -> dict[str, str] | None:
+    """The environment dash gives a command it runs; None when the working directory is unknown."""
+    env = {k: v for k, v in os.environ.items() if _SHELL_NAME.fullmatch(k)}
+    pwd = env.get("PWD")
+    try:
+        here = os.stat(".")
+        if pwd is not None and pwd.startswith("/"):
+            with contextlib.suppress(OSError, ValueError):
+                there = os.stat(pwd)
+                if (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino):
+                    return env
+        env["PWD"] = os.getcwd()
+    except (OSError, ValueError):
+        return None
+    return env
 
 
 def _devnull() -> int:
@@ -80,6 +169,8 @@ class TaskRun:
         self.stderr = bytearray()
         self._pipes: dict[int, bytearray] = {}  # the open read ends of stdout and stderr, and their tails
         self._poller: zmq.Poller | None = None
+        self.direct = False  # exec'd without the shell (direct_argv)
+        self._shell_says = b""  # what the shell would have written to stderr after the command
 
     @classmethod
     def from_message(cls, msg: dict[str, Any], slowdown: float = 1.0, shell: str = DEFAULT_SHELL) -> TaskRun:
@@ -100,13 +191,7 @@ class TaskRun:
             # them with os.read), and stdin is one /dev/null the worker keeps open
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
-            self.proc = subprocess.Popen(
-                [self.shell, "-c", self.command],
-                stdin=_devnull(),
-                stdout=out_w,
-                stderr=err_w,
-                start_new_session=True,
-            )
+            self.proc = self._spawn(out_w, err_w)
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the command
             for fd in (out_r, err_r):
                 if fd >= 0:
@@ -128,6 +213,41 @@ class TaskRun:
         if self.timeout_s is not None:
             self.kill_at = now + self.timeout_s / self.slowdown
         log.info("task %d attempt %d started (pid %d)", self.task, self.attempt, self.proc.pid)
+
+    def _spawn(self, out_w: int, err_w: int) -> subprocess.Popen[bytes]:
+        """The command's process: exec'd directly when the shell would only run it, else ``SHELL -c``."""
+        direct = direct_argv(self.command, self.shell)
+        env = _dash_environment() if direct is not None else None
+        if direct is not None and env is not None:
+            try:
+                proc = subprocess.Popen(direct[1], executable=direct[0], env=env, stdin=_devnull(),
+                                        stdout=out_w, stderr=err_w, start_new_session=True)
+                self.direct = True
+                return proc
+            except OSError as exc:  # the shell says what is wrong in its own words (or runs a script)
+                log.debug("task %d: exec of %s failed (%s); running it with %s", self.task, direct[0],
+                          exc, self.shell)
+        return subprocess.Popen([self.shell, "-c", self.command], stdin=_devnull(), stdout=out_w,
+                                stderr=err_w, start_new_session=True)
+
+    def _poll_direct(self) -> int | None:
+        """A directly exec'd command's exit code as the shell would report it: a crash signal's
+        ``128 + N``, and the shell's line about it (``Segmentation fault (core dumped)``) on stderr."""
+        assert self.proc is not None
+        try:
+            pid, status = os.waitpid(self.proc.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere: Popen knows the code
+            return self.proc.poll()
+        if pid == 0:
+            return None
+        code = self.proc.returncode = os.waitstatus_to_exitcode(status)
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) not in _STOP_SIGNALS:
+            sig = os.WTERMSIG(status)
+            if sig not in (signal.SIGINT, signal.SIGPIPE):
+                core = " (core dumped)" if os.WCOREDUMP(status) else ""
+                self._shell_says = f"{signal.strsignal(sig) or sig}{core}\n".encode()
+            code = 128 + sig
+        return code
 
     @property
     def fds(self) -> tuple[int, ...]:
@@ -164,7 +284,7 @@ class TaskRun:
         if self.report_at is None:
             proc = self.proc
             if proc is not None and self.exited_at is None:
-                code = proc.poll()
+                code = self._poll_direct() if self.direct else proc.poll()
                 if code is not None:
                     self.exited_at = now
                     self.returncode = code
@@ -227,6 +347,9 @@ class TaskRun:
             self.kill()  # background leftovers of the task would skew the next task's runtime
         for fd in list(self._pipes):
             self._close(fd)
+        if self._shell_says:
+            self.stderr += self._shell_says
+            del self.stderr[:max(0, len(self.stderr) - OUTPUT_TAIL_BYTES)]
         ended = self.ended if self.ended is not None else now
         self.runtime_s = self.slowdown * max(0.0, ended - self.started)
         self.report_at = self.started + self.runtime_s

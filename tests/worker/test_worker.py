@@ -580,3 +580,96 @@ def test_a_timeout_or_cancel_on_one_slot_leaves_the_others_running(master: FakeM
     assert master.expect("ask")["n"] == 1  # no result for the cancelled attempt
     third = master.expect("result")
     assert (third["task"], third["stdout"], third["exit_code"]) == (3, b"three\n", 0)
+
+
+# -- plain lines exec'd without the shell ----------------------------------------------------
+
+
+def _script(folder: Path, name: str, body: str, mode: int = 0o755) -> Path:
+    path = folder / name
+    path.write_text(body)
+    path.chmod(mode)
+    return path
+
+
+@pytest.mark.skipif(os.path.basename(os.path.realpath("/bin/sh")) != "dash", reason="direct exec follows dash")
+def test_a_plain_line_runs_without_the_shell_exactly_as_through_it(master: FakeMaster, spawn: Any, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # each line runs twice in the same worker: as written (exec'd directly when plain) and with a
+    # trailing ';', which means the same to the shell but makes the worker hand it to the shell
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _script(bin_dir, "show", '#!/bin/sh\necho "$0|$*|$(pwd)|$PWD"; echo to-err >&2; exit 3\n')
+    _script(bin_dir, "ppid", "#!/bin/sh\necho $PPID\n")
+    _script(bin_dir, "crash", "#!/bin/sh\nkill -SEGV $$\n")
+    _script(bin_dir, "noshebang", "echo run by the shell; exit 4\n")
+    _script(bin_dir, "detach", "#!/bin/sh\nsetsid sleep 60 &\n")  # out of the group: the sweep's
+    _script(bin_dir, "notexec", "#!/bin/sh\necho never\n", mode=0o644)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("PWD", "/nonexistent/dir")  # stale: the shell sets it to the working directory
+    monkeypatch.setenv("not-a-shell-name", "1")  # the shell does not pass it on
+    proc = spawn(master.endpoint)
+    master.handshake()
+    lines = ["env", "show a b=c x,y@z:1+2%3", "bin/show ./rel", "./bin/noshebang", "bin/notexec",
+             "no-such-command-here arg", "ls /no/such/dir", "crash", "printenv PWD", "  show  spaced  ",
+             "echo builtin", "true", "detach", "setsid sleep 0.1"]
+    results: dict[str, dict[str, Any]] = {}
+    for i, line in enumerate(lines):
+        for variant in (line, line + ";"):
+            master.task(i, variant)
+            results[variant] = master.expect("result", timeout=10)
+    fields = ("exit_code", "timed_out", "stdout", "stderr")
+    for line in lines:
+        direct, shell = results[line], results[line + ";"]
+        if line == "env":  # the same variables (dash lists them in an order of its own)
+            assert sorted(direct["stdout"].splitlines()) == sorted(shell["stdout"].splitlines())
+            assert b"not-a-shell-name" not in direct["stdout"]
+            assert f"PWD={tmp_path}".encode() in direct["stdout"].splitlines()
+            continue
+        assert [direct[f] for f in fields] == [shell[f] for f in fields], line
+    assert results["show a b=c x,y@z:1+2%3"]["exit_code"] == 3
+    assert results["no-such-command-here arg"]["exit_code"] == 127
+    assert b"not found" in results["no-such-command-here arg"]["stderr"]
+    assert results["bin/notexec"]["exit_code"] == 126
+    assert results["./bin/noshebang"]["stdout"] == b"run by the shell\n"
+    assert results["crash"]["exit_code"] == 128 + signal.SIGSEGV
+    assert b"left running outside its process group" in results["detach"]["stderr"]
+    # the plain line's command is the worker's own child; through the shell, the shell's
+    master.task(100, "ppid")
+    assert int(master.expect("result")["stdout"]) == proc.pid
+    master.task(101, "ppid;")
+    assert int(master.expect("result")["stdout"]) != proc.pid
+
+
+@pytest.mark.skipif(os.path.basename(os.path.realpath("/bin/sh")) != "dash", reason="direct exec follows dash")
+def test_a_plain_line_that_times_out_is_killed_as_through_the_shell(master: FakeMaster, spawn: Any) -> None:
+    spawn(master.endpoint)
+    master.handshake()
+    for i, line in enumerate(("sleep 30", "sleep 30;")):
+        master.task(i, line, timeout_s=0.3)
+        res = master.expect("result")
+        assert (res["timed_out"], res["exit_code"]) == (True, -signal.SIGKILL), line
+
+
+@pytest.mark.parametrize(("line", "plain"), [
+    ("sleep 1", True), ("  ls  -l /tmp ", True), ("env A=1", True), ("python3 -c pass", True),
+    ("A=1 env", False), ("cd /tmp", False), ("exit 3", False), ("export A", False), ("exec ls", False),
+    (". ./x", False), ("set -e", False), ("ulimit -n", False), ("umask 0", False), ("if", False),
+    ("true", False), ("echo hi", False), ("setsid sleep 1", False), ("ls *", False), ("ls ~", False), ("ls $HOME", False),
+    ("ls 'a b'", False), ("ls > f", False), ("ls | wc", False), ("ls; ls", False), ("ls &", False),
+    ("ls `pwd`", False), ("ls\nls", False), ("ls\tx", False), ("ls # c", False), ("", False),
+    ("no-such-command-anywhere", False),
+])
+def test_which_lines_are_exec_d_without_the_shell(line: str, plain: bool) -> None:
+    from bats.worker.task import direct_argv
+
+    if os.path.basename(os.path.realpath("/bin/sh")) != "dash":
+        assert direct_argv(line, "/bin/sh") is None
+        return
+    argv = direct_argv(line, "/bin/sh")
+    assert (argv is not None) is plain
+    if argv is not None:
+        assert argv[1] == line.split()
+        assert os.access(argv[0], os.X_OK)
+    assert direct_argv(line, "bash") is None  # only dash's start-up is reproduced
