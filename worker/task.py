@@ -113,7 +113,8 @@ def direct_argv(command: str, shell: str) -> tuple[str, list[str]] | None:
     if path is None:  # dash then searches its own default path: let it
         return None
     for folder in path.split(":"):
-        candidate = f"{folder}/{name}" if folder else name  # an empty entry is the working directory
+        # an empty entry is the working directory ("./": Popen searches PATH itself for a bare name)
+        candidate = f"{folder}/{name}" if folder else f"./{name}"
         if _executable(candidate):
             return candidate, words
     return None
