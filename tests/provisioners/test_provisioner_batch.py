@@ -105,7 +105,10 @@ def test_bag_runs_on_worker_jobs_and_a_killed_job_is_lost_and_rerun(tmp_path, ba
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["tasks"] == {"total": 15, "done": 15, "failed": 0, "not_run": 0}
     machines = {m["id"]: m for m in report["machines"]}
-    assert len(machines) == 4  # the killed one and its replacement
+    # the killed one is replaced while the bag still has a task for every machine (min(max, tasks left)):
+    # on a loaded machine the scheduler may take long enough to kill the job that the other two have
+    # nearly finished the bag by then, and no fourth machine is asked for
+    assert set(machines) - {f"{cluster}-s1-{i}" for i in range(1, 5)} == set() and len(machines) >= 3, machines
     # the scheduler's SIGTERM makes the worker say goodbye; a SIGKILL leaves it to the status check
     reason = machines[f"{cluster}-s1-1"]["release_reason"]
     assert reason == "provisioner reports gone" or reason.startswith("worker left"), reason
