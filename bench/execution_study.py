@@ -8,7 +8,8 @@ six real-like shapes of ``master/sim/runtimes.py``, the heavy tail among them) t
 fastest option with the cushion accepted, ``--schedule budget:X`` and ``--budget A`` up front
 with X between the cheapest and the fastest option's budgets, and the cheapest option with the
 cushion declined. The calibration columns compare each run with the odds its option stated
-(``Option.odds``: within the P90 makespan, within the P99 cost; n/a while no option states any). Counted: runs over budget (the execution spent more than budget +
+(``Option.odds``: within the P90 makespan, its bag ended within the P99 cost; n/a while no option
+states any). Counted: runs over budget (the execution spent more than budget +
 cushion; goal 0), runs incomplete (goal <= 1 %), tasks killed by a release although they would
 have ended inside their machine's paid time (goal 0), every killed task and the paid seconds
 they threw away, and how late the execution ended against the chosen option's makespan. The
@@ -499,7 +500,9 @@ def _measure(p: int, way: str, sim: CountingSimulator, choice: Choice, config: C
     execution_money = budget + report.get("cushion", 0.0) - (report["cost"]["sampling"] if up_front else 0.0)
     calibration.append((way, kind, incomplete, over,
                         None if not odds or actual is None else actual <= odds["makespan_p90_s"] * (1 + 1e-9),
-                        None if not odds else executed <= odds["cost_p99"] * (1 + 1e-9) + 1e-9,
+                        # an incomplete run stopped where its money ran out: had it ended its bag it
+                        # would have cost more, so it is not within its P99 cost however little it paid
+                        None if not odds else not incomplete and executed <= odds["cost_p99"] * (1 + 1e-9) + 1e-9,
                         None if not odds else odds["cost_p99"] <= execution_money * (1 + 1e-9) + 1e-9))
     if budget > 0:  # the money: (way, cushion offered / budget, spent / budget, sampling / total)
         total = report["cost"]["total"]
@@ -658,7 +661,8 @@ def ways_table(result: dict) -> list[str]:
         "P99 cost, or a plan without its cushion, are told so as the execution starts (the early warning); "
         "the cushion: as offered, a share of the budget; the last two columns: the share of "
         "the completed runs that ended within the P90 makespan their option stated, and of all runs that "
-        "cost no more than its P99 cost, counted over the runs whose option stated odds, n/a when none did):",
+        "ended their bag for no more than its P99 cost (an incomplete run is not within it: it stopped where "
+        "its money ran out), counted over the runs whose option stated odds, n/a when none did):",
         "",
         "| way of choosing | runs | incomplete | incomplete, money >= stated P99 cost | over budget + cushion | late > +5 % | median error | p90 error "
         "| cushion: median share of budget | within stated P90 makespan | within stated P99 cost |",
