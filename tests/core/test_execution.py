@@ -18,9 +18,11 @@ from helpers.actions import match
 
 from bats.common.config import ClusterConfig, Config, MasterConfig, SamplingConfig
 from bats.master import core as c
+from bats.master.core.bats.execution import Execution
 from bats.master.core.bats.policy import BatsCore, BatsSettings, Choice
 from bats.master.core.events import ScheduleChosen
-from bats.master.core.planning.planner import Option
+from bats.master.core.planning.clusters import ClusterPlan
+from bats.master.core.planning.planner import Option, Planner
 from bats.master.core.registry import build_core
 
 SMALL_SAMPLE = SamplingConfig(initial_workers=1, error=0.4)  # 30 tasks: a sample of 9
@@ -334,3 +336,21 @@ def test_a_levy_bag_that_a_sample_underestimates_still_finishes_on_the_cheapest_
     report = sim.report()
     assert report["status"] == "done" and report["tasks"]["done"] == 2464
     assert report["cost"]["execution"] <= report["budget"] + report["cushion"] + 1e-9
+
+
+def test_a_re_plan_billed_by_the_second_does_not_price_again_the_boots_of_the_machines_up():
+    # 200 tasks of 30 s at 0.001/s: 6.0 of work. Priced a 90 s boot and a 60 s minimum on every
+    # machine, 8.0 pays 22 machines; a re-plan's machines up have booted, and the same money keeps
+    # every one of the 40 (what a machine it adds costs on top is _need's). The hourly cluster's plan
+    # never priced a boot and is left as it is.
+    fine = ClusterPlan("s", mean_s=30.0, price=0.001, atu_s=1.0, max=40, min_charge_s=60.0, boot_s=90.0)
+    hourly = ClusterPlan("h", mean_s=30.0, price=20.0, atu_s=3600.0, max=3, boot_s=90.0)
+    planner = Planner([fine, hourly], 200)
+    booted = Execution._booted(planner)
+    assert planner.fastest_within(8.0) == {"s": 22, "h": 0}
+    assert booted.fastest_within(8.0) == {"s": 40, "h": 0}
+    assert booted.cluster("h") == hourly
+    assert booted.cluster("s") == ClusterPlan("s", mean_s=30.0, price=0.001, atu_s=1.0, max=40)
+    assert planner.estimate({"s": 10}).cost == pytest.approx(6.9) and booted.estimate({"s": 10}).cost == pytest.approx(6.0)
+    hourly_only = Planner([hourly], 200)
+    assert Execution._booted(hourly_only) is hourly_only

@@ -584,7 +584,7 @@ class Execution:
         plan running now, the ones it adds for the new plan (boot and one more task included),
         every mean at the upper end of its interval."""
         upper_means, boots = self.policy._upper_means(now), self.policy._boot_times()
-        upper = self.policy._planner(self.core.remaining, upper_means)
+        upper = self._booted(self.policy._planner(self.core.remaining, upper_means))
         need, new_s = upper.estimate(self.config).cost, upper.estimate(new).makespan_s
         for name, n in new.items():
             added = n - self.config.get(name, 0)
@@ -631,9 +631,10 @@ class Execution:
             return []
         money = self.budget + self.cushion - spent
         boot = max(self.policy._boot_times().values(), default=0.0)
-        new = planner.slowest_by(promised - now - boot, money, at_least=self.config)
+        booted = self._booted(planner)
+        new = booted.slowest_by(promised - now - boot, money, at_least=self.config)
         if new is None:
-            new = planner.fastest_within(money)
+            new = booted.fastest_within(money)
             if new is None or any(new.get(name, 0) < n for name, n in self.config.items()):
                 return []
         if new == self.config or self.core.remaining < SPEED_UP_TASKS * sum(new.values()):
@@ -653,16 +654,17 @@ class Execution:
         the slowest that the money left pays and that ends the tasks left ``by`` then (the
         chosen option's end), or the fastest the money pays when none does (or without ``by``).
         The configuration running is kept when it does both. Each cluster's mean is taken at
-        the upper end of its confidence interval (``error_confidence``) for the cost, and a
-        machine added is charged one ATU more when its boot time and one task more (tasks are
-        whole) carry it past the ATUs the plan's makespan rounds up to: a run that is short of
+        the upper end of its confidence interval (``error_confidence``) for the cost; billed by
+        the second or the minute the machines up are not priced their boot again
+        (:meth:`_booted`), and a machine added is charged what its boot and one task more (tasks
+        are whole) add to the ATUs the plan's makespan rounds up to: a run that is short of
         money does not spend it all on new machines the estimate only just pays. The makespans
         are the means' (the upper means' stretched back to them), so that the run moves to what
         ends on time, not to what would if every task took its upper mean."""
         if not math.isfinite(money):
             return self.policy._planner(self.core.remaining).fastest_within(money)
         upper, boots = self.policy._upper_means(now), self.policy._boot_times()
-        planner = self.policy._planner(self.core.remaining, upper)
+        planner = self._booted(self.policy._planner(self.core.remaining, upper))
         stretch = 1.0  # the upper means' makespans against the means'
         if by is not None and any(self.config.values()):
             plain_s = self.policy._planner(self.core.remaining).estimate(self.config).makespan_s
@@ -686,20 +688,37 @@ class Execution:
             limit -= max(need - money, 1e-6 * max(1.0, money))
         return None
 
+    @staticmethod
+    def _booted(planner: Planner) -> Planner:
+        """``planner`` as a re-plan sees the clusters billed by the second or the minute (an ATU
+        of SHORT_ATU_S or less): their machines up have booted and paid their minimum charge, so
+        the plan prices none of them a boot or a minimum again; what a machine the re-plan adds
+        costs on top is :meth:`_need`'s. With longer ATUs a plan prices no boot anyway, and
+        those clusters are left as they are. Pricing every machine's boot again made a
+        re-plan of a fine-billed run short of money fall back to far fewer machines than the
+        money left pays (35 to 2 on a heavy-tailed bag, which then ended 80 tasks short)."""
+        if all(cl.atu_s > SHORT_ATU_S or (cl.boot_s == 0 and cl.min_charge_s == 0) for cl in planner.clusters):
+            return planner
+        clusters = [cl if cl.atu_s > SHORT_ATU_S else dataclasses.replace(cl, boot_s=0.0, min_charge_s=0.0)
+                    for cl in planner.clusters]
+        return Planner(clusters, planner.n_tasks, planner.max_machines)
+
     def _need(self, planner: Planner, config: Mapping[str, int], upper: Mapping[str, float],
               boots: Mapping[str, float]) -> float:
-        """What ``config`` costs for the tasks left at ``planner``'s (upper) means, a machine it
-        adds charged one ATU more when its boot and one task more carry it past the ATUs the
-        plan's makespan rounds up to."""
+        """What ``config`` costs for the tasks left at ``planner``'s (upper) means, plus for each
+        machine it adds the ATUs the plan leaves out: those its boot (billed by the second or
+        the minute, where :meth:`_booted` priced none), its minimum charge and one task more
+        carry it past the ATUs the plan's makespan rounds up to."""
         planned = planner.estimate(config)
         extra = 0.0
         for name, n in config.items():
             added = max(0, n - len(self.core.live_machines(name)) - self.core._requested[name])
             if added:
-                billing = self.billings[name]
-                paid = planned.makespan_s + planner.cluster(name).priced_overhead_s  # as the plan priced it
-                longer = billing.atus_paid(paid + upper.get(name, 0.0))
-                extra += added * billing.price * max(0, longer - billing.atus_paid(paid))
+                billing, cluster = self.billings[name], planner.cluster(name)
+                paid = planned.makespan_s + cluster.priced_overhead_s  # as the plan priced it
+                boot = boots.get(name, 0.0) if cluster.atu_s <= SHORT_ATU_S else 0.0
+                longer = billing.units(paid + boot + upper.get(name, 0.0))
+                extra += added * billing.price * max(0, longer - cluster.units(paid))
         return planned.cost + extra
 
     def _release_plan(self, now: float, views: MachineTable | None = None) -> ReleasePlan:
