@@ -349,6 +349,10 @@ def peak_live(sim, cluster: str | None = None) -> int:
     clusters=[{"startup": 0.0, "speed": 0.5, "atu_s": 60.0, "price": 1.0, "max": 2},
               {"startup": 0.0, "speed": 0.5, "atu_s": 60.0, "price": 1.0, "max": 5}],
     tasks=20, spec="levy:2m,30m", hours=24.0, cap=2, seed=12624)
+@example(  # an endless acquire: a slot ending within the release margin released each machine as it came
+    clusters=[{"startup": 90.0, "speed": 0.5, "atu_s": 600.0, "price": 0.0, "max": 4},
+              {"startup": 0.0, "speed": 3.0, "atu_s": 1.0, "price": 0.003, "max": 4}],
+    tasks=227, spec="mdb", hours=5.0, cap=None, seed=1722)
 @given(clusters=st.lists(sim_cluster, min_size=1, max_size=3), tasks=st.integers(20, 300),
        spec=st.sampled_from(["fixed:5m", "normal:10m,2m", "levy:2m,30m", "mdb"]),
        hours=st.sampled_from([0.5, 1.0, 2.0, 5.0, 24.0]), cap=st.one_of(st.none(), st.integers(2, 10)),

@@ -243,8 +243,12 @@ class DeadlineCore(BatsCore):
                     self.execution.unmark(m)
                     kept.append(m)
                     have += 1
-                if have < want:
-                    actions.extend(self.execution.acquire(name, want - have, now))
+                # a machine whose slot ends within the release margin would be released as it comes
+                # (and asked for again at once): only ranks with time left are acquired
+                margin = self.settings.release_margin_s + _EPS
+                useful = sum(1 for rank in range(have + 1, want + 1) if plan.slot_end(name, rank) - t > margin)
+                if useful > 0:
+                    actions.extend(self.execution.acquire(name, useful, now))
             for rank, m in enumerate(sorted(kept, key=lambda m: (m.acquired_at, m.id)), start=1):
                 end = plan.slot_end(name, rank)
                 if end >= plan.finish_s - _EPS:  # the slot runs until the work is done: kept to the end
