@@ -51,6 +51,7 @@ import platform
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -742,30 +743,33 @@ def write_sim_config(path: Path, per_cluster: int) -> Path:
 
 def run_sim(work: Path, config: Path, n_tasks: int) -> dict[str, Any]:
     """One ``bats-sim`` run as a subprocess: wall time; CPU and peak RSS of that process alone
-    (``os.wait4``); the simulator's own timing from its summary line; figures from its report."""
+    (``os.wait4``, in ``bench/own_usage.py``: a small launcher, since a child started from this
+    process counts this process's resident size in its peak RSS); the simulator's own timing from
+    its summary line; figures from its report."""
     report_path, out_path, err_path = work / "sim-report.json", work / "sim-stdout.txt", work / "sim-stderr.txt"
-    report_path.unlink(missing_ok=True)
-    argv = [str(BATS_SIM), "--config", str(config), "--tasks", str(n_tasks), "--runtimes", PAPER_RUNTIMES,
+    usage_path = work / "sim-usage.json"
+    for path in (report_path, usage_path):
+        path.unlink(missing_ok=True)
+    argv = [sys.executable, str(BENCH_DIR / "own_usage.py"), str(usage_path),
+            str(BATS_SIM), "--config", str(config), "--tasks", str(n_tasks), "--runtimes", PAPER_RUNTIMES,
             "--seed", str(SIM_SEED), "--report", str(report_path), "--schedule", "fastest"]
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-        timer = threading.Timer(RUN_TIMEOUT_S, proc.kill)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        timer = threading.Timer(RUN_TIMEOUT_S, os.killpg, (proc.pid, signal.SIGKILL))  # the launcher and bats-sim
         timer.start()
         try:
-            _pid, status, usage = os.wait4(proc.pid, 0)
+            code = proc.wait()
         finally:
             timer.cancel()
-        wall = time.perf_counter() - t0
-    code = proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, so Popen must be told
     stdout = out_path.read_text(errors="replace")
     m = re.search(r"simulated (\d+) events in ([\d.]+) s wall", stdout)
     report = json.loads(report_path.read_text()) if report_path.exists() else None
-    if code != 0 or report is None or report.get("status") != "done" or m is None:
+    usage = json.loads(usage_path.read_text()) if usage_path.exists() else None
+    if code != 0 or report is None or report.get("status") != "done" or m is None or usage is None:
         tail = " / ".join(err_path.read_text(errors="replace").strip().splitlines()[-2:])
         return {"ok": False, "error": f"exit {code}: {tail or 'no report or no summary line'}"}
-    return {"ok": True, "error": "", "wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
-            "rss": usage.ru_maxrss / 1024, "events": int(m.group(1)), "sim_s": float(m.group(2)),
+    return {"ok": True, "error": "", "wall": usage["wall"], "cpu": usage["cpu"], "rss": usage["rss_mib"],
+            "events": int(m.group(1)), "sim_s": float(m.group(2)),
             "makespan": report["makespan_s"], "cost": report["cost"]["total"],
             "machines": len(report["machines"]), "done": report["tasks"]["done"]}
 

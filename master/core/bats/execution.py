@@ -92,6 +92,11 @@ CATCH_UP_SLACK = 0.05  # a run adds machines when it would end this share of its
 CEILING_FLOOR_S = 5.0  # the budget ceiling is checked at least this far apart (per-second billing)
 
 
+# what a projection reads of the run at one moment (Execution._fleet_now): tasks to place, per
+# cluster the paid seconds left of each machine up, boot times, runtime shapes, seconds until ready
+FleetNow = tuple[int, dict[str, list[float]], dict[str, float], Mapping[str, np.ndarray], dict[str, list[float]]]
+
+
 class Planning(Protocol):
     """What the execution asks of the policy that owns it: planners and figures from the runtime
     estimates, which the policy keeps, and the clusters still taking part."""
@@ -103,10 +108,11 @@ class Planning(Protocol):
     def _planner(self, n_tasks: int, means: dict[str, float] | None = None) -> Planner: ...
     def _plan_planner(self, n_tasks: int) -> Planner: ...
     def _upper_means(self, now: float) -> dict[str, float]: ...
-    def _paid_left(self, now: float) -> dict[str, list[float]]: ...
+    def _machines_up(self, now: float) -> list[tuple[c.Machine, float]]: ...
+    def _paid_left(self, now: float, up: list[tuple[c.Machine, float]] | None = None) -> dict[str, list[float]]: ...
     def _boot_times(self) -> dict[str, float]: ...
     def _shapes(self) -> Mapping[str, np.ndarray]: ...
-    def _ready_in(self, now: float) -> dict[str, list[float]]: ...
+    def _ready_in(self, now: float, up: list[tuple[c.Machine, float]] | None = None) -> dict[str, list[float]]: ...
     def _sampling_not_budgeted(self) -> float: ...
     def declined_row(self, option: Option) -> Option | None: ...
 
@@ -598,18 +604,28 @@ class Execution:
             return None
         return self.execution_started_at + self.selected.makespan_s
 
-    def _projected_s(self, planner: Planner, config: Mapping[str, int], now: float) -> float:
+    def _fleet_now(self, now: float) -> FleetNow:
+        """What :meth:`_projected_s` reads of the run, whatever the configuration: (tasks, paid time
+        left, boot times, runtime shapes, ready times). A catch-up projects two configurations
+        at one moment; each walked every machine three times and sorted a million runtimes."""
+        running = sum(m.running for m in self.core.live_machines())
+        n = max(1, self._tasks_not_started() + (running + 1) // 2)
+        up = self.policy._machines_up(now)
+        return (n, self.policy._paid_left(now, up), self.policy._boot_times(), self.policy._shapes(),
+                self.policy._ready_in(now, up))
+
+    def _projected_s(self, planner: Planner, config: Mapping[str, int], now: float,
+                     fleet_now: FleetNow | None = None) -> float:
         """How long from now ``config`` takes to end the tasks left, as the options count it
         (:func:`~..planning.paid_time.with_machines_up`): its machines up work at once (one
         still booting once its boot is over), the ones it adds after their cluster's boot, the
         machines marked for release until they go, each task its cluster's mean (a task running
-        counts as half of one), and the end of the bag as the runtimes seen spread."""
+        counts as half of one), and the end of the bag as the runtimes seen spread.
+        ``fleet_now``: :meth:`_fleet_now` of this moment, when the caller has it already."""
         assert self.selected is not None
-        running = sum(m.running for m in self.core.live_machines())
-        n = max(1, self._tasks_not_started() + (running + 1) // 2)
+        n, paid, boots, shapes, ready = self._fleet_now(now) if fleet_now is None else fleet_now
         option = dataclasses.replace(self.selected, machines=dict(config), makespan_s=-1.0)
-        made = with_machines_up(option, planner.clusters, n, self.policy._paid_left(now), self.policy._boot_times(),
-                                shapes=self.policy._shapes(), ready_s=self.policy._ready_in(now))
+        made = with_machines_up(option, planner.clusters, n, paid, boots, shapes=shapes, ready_s=ready)
         return made.makespan_s if made.makespan_s >= 0 else math.inf
 
     def _catch_up(self, spent: float, now: float) -> list[c.Action]:
@@ -626,7 +642,8 @@ class Execution:
         if self.core.remaining < SPEED_UP_TASKS * sum(self.config.values()):
             return []  # near the end a few long tasks decide the makespan, not the machines
         planner = self.policy._planner(self.core.remaining)
-        running = self._projected_s(planner, self.config, now)
+        fleet_now = self._fleet_now(now)  # nothing changes between the two projections
+        running = self._projected_s(planner, self.config, now, fleet_now)
         if now + running <= promised + CATCH_UP_SLACK * self.selected.makespan_s:
             return []
         money = self.budget + self.cushion - spent
@@ -639,7 +656,7 @@ class Execution:
                 return []
         if new == self.config or self.core.remaining < SPEED_UP_TASKS * sum(new.values()):
             return []
-        faster = self._projected_s(planner, new, now)
+        faster = self._projected_s(planner, new, now, fleet_now)
         if now + faster > promised and faster > running * (1.0 - SPEED_UP_GAIN):
             return []
         if not self._pays_for(new, money, now):

@@ -81,6 +81,7 @@ from ..planning.estimate import (
     RuntimeEstimate,
     one_sided_z,
     sample_size,
+    sorted_quantiles,
     z_value,
 )
 from ..planning.ga import ga_front
@@ -728,7 +729,7 @@ class BatsCore(c.Core):
                 continue
             values.sort(kind="stable")
             if len(values) > SHAPE_POINTS:
-                values = np.quantile(values, (np.arange(SHAPE_POINTS) + 0.5) / SHAPE_POINTS)
+                values = sorted_quantiles(values, (np.arange(SHAPE_POINTS) + 0.5) / SHAPE_POINTS)
             shapes[name] = values
         return shapes
 
@@ -754,21 +755,22 @@ class BatsCore(c.Core):
             up.append((m, max(0.0, until - now)))
         return up
 
-    def _paid_left(self, now: float) -> dict[str, list[float]]:
+    def _paid_left(self, now: float, up: list[tuple[c.Machine, float]] | None = None) -> dict[str, list[float]]:
         """Per cluster, the paid seconds left of each machine of :meth:`_machines_up`: what the
-        options credit."""
+        options credit. ``up``: that list when the caller has it already (it walks every machine)."""
         left: dict[str, list[float]] = {}
-        for m, seconds in self._machines_up(now):
+        for m, seconds in self._machines_up(now) if up is None else up:
             left.setdefault(m.cluster, []).append(seconds)
         return left
 
-    def _ready_in(self, now: float) -> dict[str, list[float]]:
+    def _ready_in(self, now: float, up: list[tuple[c.Machine, float]] | None = None) -> dict[str, list[float]]:
         """Per cluster, for each machine of :meth:`_paid_left` (same order), the seconds until it
         works: 0 for one up, the rest of its cluster's boot time for one booting (0 once that is
-        over: it is up any moment). A machine just acquired does not end tasks from now."""
+        over: it is up any moment). A machine just acquired does not end tasks from now. ``up``:
+        :meth:`_machines_up`'s list when the caller has it already."""
         boots = self._boot_times()
         ready: dict[str, list[float]] = {}
-        for m, _ in self._machines_up(now):
+        for m, _ in self._machines_up(now) if up is None else up:
             wait = 0.0
             if m.state is c.MachineState.BOOTING:
                 wait = max(0.0, m.acquired_at + boots.get(m.cluster, 0.0) - now)

@@ -224,18 +224,27 @@ class RuntimeModel:
 
     def impute(self, rng: np.random.Generator, elapsed: np.ndarray, tail: Tail) -> np.ndarray:
         """Per replay, a whole runtime for each task that has run ``elapsed``: (replays, tasks)."""
+        # (replays x running tasks: a thousand machines' tasks, 200 replays, 1.6 MB an array; worked
+        # in place, so that few such arrays live at once)
         replays = len(tail)
         seen = self.observed
         first = np.searchsorted(seen, elapsed, side="right")  # the values longer than each elapsed
         longer = len(seen) - first
         u = rng.random((replays, len(elapsed)))
-        index = np.minimum(first + (u * longer).astype(np.int64), max(0, len(seen) - 1))
-        from_sample = seen[index] if len(seen) else np.zeros_like(u)
+        u *= longer
+        index = u.astype(np.int64)
+        del u
+        index += first
+        np.minimum(index, max(0, len(seen) - 1), out=index)
+        imputed = seen[index] if len(seen) else np.zeros(index.shape)
+        del index
         # a task that has outlived every value seen is one of the kind the sample missed: at least
         # the replay's mode, and its elapsed time times the tail's own draw
-        beyond = np.maximum(elapsed[None, :] * _pareto(rng, np.repeat(tail.xi[:, None], len(elapsed), axis=1)),
-                            tail.top * tail.mode[:, None])
-        return np.where(longer[None, :] > 0, from_sample, beyond)
+        beyond = _pareto(rng, tail.xi[:, None], (replays, len(elapsed)))
+        beyond *= elapsed[None, :]
+        np.maximum(beyond, tail.top * tail.mode[:, None], out=beyond)
+        np.copyto(imputed, beyond, where=longer[None, :] <= 0)
+        return imputed
 
 
 @dataclass(frozen=True)
@@ -276,29 +285,56 @@ class Grouped:
         return ends, guide.reshape(replays, bins)
 
     def draw(self, rng: np.random.Generator, model: RuntimeModel, tail: Tail, size: int) -> np.ndarray:
+        # every monitoring step of a long run draws here most of its numbers: the arithmetic works
+        # in place on few arrays (the same operations, in the same order, as written out plainly)
         replays, columns = self.counts.shape
         ends, guide = self._index
         bins = guide.shape[1]
         rows = np.arange(replays)[:, None]
         totals = self.totals[:, None]
+        offset = rows * self.stride
         position = rng.random((replays, size)) * totals  # where in its pool each task picks
-        position += rows * self.stride  # flat, as ``ends``
+        position += offset  # flat, as ``ends``
         whole = position.astype(np.int64)
-        column = guide.ravel()[((whole - rows * self.stride) * bins) // totals + rows * bins].ravel()
+        look = whole - offset  # the position's bin in its row's guide: (local * bins) // total
+        look *= bins
+        look //= totals
+        look += rows * bins
+        column = guide.ravel()[look].ravel()
+        del look
         whole = whole.ravel()
-        behind = np.nonzero(ends[column] <= whole)[0]
+        end = ends[column]  # the end of the column each position is in, once the steps below are done
+        behind = np.flatnonzero(end <= whole)
         while len(behind):  # a column or more past the bin's first
             column[behind] += 1
-            behind = behind[ends[column[behind]] <= whole[behind]]
+            end[behind] = ends[column[behind]]
+            behind = behind[end[behind] <= whole[behind]]
+        del whole
         column = column.reshape(replays, size)
         count = self.counts.ravel()[column]
         # a group's value: the fraction of the way into its copies says which of its values
-        within = (position - (ends[column] - count)) / np.maximum(1, count)
+        end = end.reshape(replays, size)
+        end -= count  # the column's first position
+        within = position
+        within -= end
+        del end
+        np.maximum(count, 1, out=count)
+        within /= count
+        del count
         column -= rows * columns
         groups = len(self.sizes)
         g = np.minimum(column, groups - 1)
-        index = self.starts[g] + np.minimum(self.sizes[g] - 1, (within * self.sizes[g]).astype(np.int64))
+        size_of = self.sizes[g]
+        within *= size_of
+        index = within.astype(np.int64)
+        del within
+        size_of -= 1
+        np.minimum(index, size_of, out=index)
+        del size_of
+        index += self.starts[g]
+        del g
         runtimes = model.observed[index]
+        del index
         beyond = column >= groups
         if beyond.any():
             r, k = np.nonzero(beyond)
@@ -342,10 +378,14 @@ class Tail:
         return self.top * np.maximum(self.mode[rows], _pareto(rng, self.xi[rows]))
 
 
-def _pareto(rng: np.random.Generator, xi: np.ndarray) -> np.ndarray:
-    """U ** -xi, capped at TAIL_CAP: how much longer than the longest seen an unseen value is."""
-    u = rng.random(np.shape(xi))
-    return np.minimum(TAIL_CAP, np.power(np.maximum(u, 1e-300), -xi))
+def _pareto(rng: np.random.Generator, xi: np.ndarray, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """U ** -xi, capped at TAIL_CAP: how much longer than the longest seen an unseen value is.
+    ``shape``: that many draws, ``xi`` broadcast to it (default: one per value of ``xi``)."""
+    u = rng.random(np.shape(xi) if shape is None else shape)
+    np.maximum(u, 1e-300, out=u)
+    np.power(u, -xi, out=u)
+    np.minimum(TAIL_CAP, u, out=u)
+    return u
 
 
 @dataclass(frozen=True)
@@ -650,9 +690,18 @@ class _Run:
         cap = np.maximum(0.0, np.nan_to_num(fits, nan=0.0))
         lo = np.min(np.where(working, start, np.inf), axis=-1)
         hi = np.max(np.where(working, start, -np.inf), axis=-1) + left * np.max(np.where(working, task_s, 0.0), axis=-1)
+        # one buffer for the per-slot counts of every step (28 steps over replays x slots each);
+        # with every slot working no cap is finite, and min(inf, count) is the count
+        capped = bool(np.isfinite(cap).any())
+        counts = np.empty(np.broadcast_shapes(np.shape(lo) + (1,), np.shape(start), np.shape(rate)))
         for _ in range(28):  # to a hundred-millionth of the span
             mid = 0.5 * (lo + hi)
-            count = np.minimum(cap, np.maximum(0.0, (mid[..., None] - start) * rate)).sum(axis=-1)
+            np.subtract(mid[..., None], start, out=counts)
+            counts *= rate
+            np.maximum(0.0, counts, out=counts)
+            if capped:
+                np.minimum(cap, counts, out=counts)
+            count = counts.sum(axis=-1)
             below = count < left
             lo = np.where(below, mid, lo)
             hi = np.where(below, hi, mid)
