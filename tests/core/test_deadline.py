@@ -4,6 +4,7 @@ planner with the same program swapped, exact core actions, and simulator runs th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -267,6 +268,18 @@ def test_falling_behind_replans_with_the_same_ilp():
     assert core.reconfigurations[0]["machines"] == core.plan.initial()
     assert any(isinstance(a, c.Acquire) and a.cluster == "b" for a in actions) or any(
         m.cluster == "b" and m.release_at is None for m in core.live_machines())
+
+
+def test_a_slot_ending_within_the_release_margin_is_not_acquired():
+    """After sampling (t=40) b1 and b2 are kept until t=90 (the plan's first interval ends at 50 s
+    from its start). A plan with a third b machine in that interval asks for it while its slot has
+    time left; 5 s before the slot ends (the release margin is 10 s) the machine would be let go as
+    it came, and asked for again at once: it is not acquired."""
+    core = deadline_core(150.0)
+    sampled(core)
+    core.plan = dataclasses.replace(core.plan, counts={"a": (2, 2, 0), "b": (3, 0, 0)})
+    assert core._apply_plan(85.0) == [] and core._requested["b"] == 0
+    assert core._apply_plan(41.0) == [c.Acquire("b", 1)] and core._requested["b"] == 1
 
 
 # ---------------------------------------------------------------- the simulator: deadlines met
