@@ -244,9 +244,11 @@ class DeadlineCore(BatsCore):
                     kept.append(m)
                     have += 1
                 # a machine whose slot ends within the release margin would be released as it comes
-                # (and asked for again at once): only ranks with time left are acquired
+                # (and asked for again at once): only ranks with time left, or kept to the end of the
+                # work (never marked, below), are acquired
                 margin = self.settings.release_margin_s + _EPS
-                useful = sum(1 for rank in range(have + 1, want + 1) if plan.slot_end(name, rank) - t > margin)
+                useful = sum(1 for rank in range(have + 1, want + 1)
+                             if (end := plan.slot_end(name, rank)) >= plan.finish_s - _EPS or end - t > margin)
                 if useful > 0:
                     actions.extend(self.execution.acquire(name, useful, now))
             for rank, m in enumerate(sorted(kept, key=lambda m: (m.acquired_at, m.id)), start=1):
