@@ -107,8 +107,10 @@ def test_bag_runs_on_worker_jobs_and_a_killed_job_is_lost_and_rerun(tmp_path, ba
     machines = {m["id"]: m for m in report["machines"]}
     # the killed one is replaced while the bag still has a task for every machine (min(max, tasks left)):
     # on a loaded machine the scheduler may take long enough to kill the job that the other two have
-    # nearly finished the bag by then, and no fourth machine is asked for
-    assert set(machines) - {f"{cluster}-s1-{i}" for i in range(1, 5)} == set() and len(machines) >= 3, machines
+    # nearly finished the bag by then, and no fourth machine is asked for; a loaded Slurm also started
+    # a fifth once (a job it was slow to run given up on and asked for again): the count is the
+    # scheduler's, the tasks below are what the test holds
+    assert all(name.startswith(f"{cluster}-s1-") for name in machines) and 3 <= len(machines) <= 5, machines
     # the scheduler's SIGTERM makes the worker say goodbye; a SIGKILL leaves it to the status check
     reason = machines[f"{cluster}-s1-1"]["release_reason"]
     assert reason == "provisioner reports gone" or reason.startswith("worker left"), reason
