@@ -466,7 +466,6 @@ def _measure(p: int, way: str, sim: CountingSimulator, choice: Choice, config: C
         totals["incomplete warned"] += bool(warnings)
         totals["incomplete warned early"] += any(w["spent"] <= 0.5 * w["money"] + 1e-9 for w in warnings)
     else:  # a false alarm: warned, and the bag ended within the money all the same
-        totals["done"] += 1
         totals["done warned"] += bool(report.get("warnings"))
     totals[f"incomplete {kind}"] += incomplete
     totals[f"runs {kind}"] += 1
@@ -703,6 +702,7 @@ def family_table(result: dict) -> list[str]:
 def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float, jobs: int,
              billing: str = "hourly", history: bool = True) -> str:
     t = result["totals"]
+    done = t["runs"] - t["incomplete"]  # the runs that ended their bag
     runs = t["runs"] or 1
     families = "normal, Lévy, multi-modal, bimodal, few-long (`fewlong`) or one of six real-like shapes (`shape:`)"
     pools_text = ("2-5 clusters (small spot-like prices, speeds 1-8x, ATU 10 min / 1 h / mixed, boot delays 0-3 min), "
@@ -738,8 +738,8 @@ def markdown(result: dict, pools: int, max_tasks: int, seed: int, wall_s: float,
         f"| ... of the runs whose money held the stated P99 cost | {_promised(result)} | <= 1 % |",
         f"| ... warned that the money may fall short (any time / before half of it was spent) | "
         f"{t['incomplete warned']} / {t['incomplete warned early']} | >= 90 % before half |",
-        f"| runs that ended their bag but had been warned (false alarms) | {t['done warned']} of {t['done']} "
-        f"({100 * t['done warned'] / max(1, t['done']):.1f} %) | |",
+        f"| runs that ended their bag but had been warned (false alarms) | {t['done warned']} of {done} "
+        f"({100 * t['done warned'] / max(1, done):.1f} %) | |",
         f"| tasks killed by a release | {t['killed']} | |",
         f"| ... that would have ended before their machine's paid edge | {t['killed in paid time']} | 0 |",
         f"| ... that would have ended before the edge less the release time | {t['killed before hard']} | 0 |",

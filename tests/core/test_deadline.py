@@ -273,8 +273,8 @@ def test_falling_behind_replans_with_the_same_ilp():
 def test_a_slot_ending_within_the_release_margin_is_not_acquired():
     """After sampling (t=40) b1 and b2 are kept until t=90 (the plan's first interval ends at 50 s
     from its start). A plan with a third b machine in that interval asks for it while its slot has
-    time left; 5 s before the slot ends (the release margin is 10 s) the machine would be let go as
-    it came, and asked for again at once: it is not acquired."""
+    time left; 5 s before the slot ends (the release margin is 10 s) it is not asked for: billed by
+    the second, such a machine was let go as it came and asked for again, an endless loop."""
     core = deadline_core(150.0)
     sampled(core)
     core.plan = dataclasses.replace(core.plan, counts={"a": (2, 2, 0), "b": (3, 0, 0)})

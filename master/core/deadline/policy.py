@@ -243,9 +243,9 @@ class DeadlineCore(BatsCore):
                     self.execution.unmark(m)
                     kept.append(m)
                     have += 1
-                # a machine whose slot ends within the release margin would be released as it comes
-                # (and asked for again at once): only ranks with time left, or kept to the end of the
-                # work (never marked, below), are acquired
+                # a slot with no more than the release margin left is not worth a new machine (its
+                # boot alone is longer); billed by the second, one would be let go as it came and
+                # asked for again at once, forever. Ranks kept to the end of the work are never marked
                 margin = self.settings.release_margin_s + _EPS
                 useful = sum(1 for rank in range(have + 1, want + 1)
                              if (end := plan.slot_end(name, rank)) >= plan.finish_s - _EPS or end - t > margin)
