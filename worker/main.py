@@ -29,7 +29,8 @@ arrive in ``BATS_FILES_GRANT`` (popped from the environment like the token: task
 A welcome naming a shell this machine lacks (``[master] shell``) makes the worker leave with a
 ``bye`` saying so, rather than fail every task with 127.
 A line with no shell syntax is exec'd without the shell where it is dash, exactly as dash would run
-it (:func:`bats.worker.task.direct_argv`).
+it (:func:`bats.worker.task.direct_argv`); other lines run in one long-lived dash per slot, each in a
+subshell (:mod:`bats.worker.shell`, only as ``bats-worker``: it needs the child subreaper).
 ``--noop`` answers each task at once without running it (master benchmarks).
 ``--spot-notice URL`` starts a :class:`~bats.worker.spot.SpotWatcher` on the instance metadata;
 its notice wakes the loop through a pipe and the worker sends ``interruption`` (once welcomed), so
@@ -62,7 +63,8 @@ from bats.common import __version__
 from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode, frames
 from bats.worker import reaper
-from bats.worker.task import DEFAULT_SHELL, TaskRun
+from bats.worker.shell import ShellPool
+from bats.worker.task import DEFAULT_SHELL, TaskRun, is_dash
 
 if TYPE_CHECKING:  # urllib and http.client come with --spot-notice only
     from bats.worker.spot import SpotWatcher
@@ -138,6 +140,7 @@ class Worker:
         self.slots = 1  # tasks run at once (the welcome's ``slots``)
         self.capacity = HELD  # tasks held at most: slots + the welcome's ``prefetch``
         self.shell = DEFAULT_SHELL  # what tasks run with; the master's welcome names it
+        self._shells: ShellPool | None = None  # session shells for the welcome's shell (bats.worker.shell)
         self._outgoing: list[bytes] | None = None
         self._welcomed = False
         self._last_sent = 0.0
@@ -363,6 +366,12 @@ class Worker:
             log.error("[master] shell %s: not installed on this machine; leaving", self.shell)
             self._exit_reason = f"[master] shell {self.shell}: not installed on this machine"
             return
+        if self._shells is not None and self._shells.shell != self.shell:
+            self._shells.close()  # its sessions are idle or busy with tasks that end as they are
+            self._shells = None
+        # sessions need the subreaper (a task's leftovers are found among the worker's children)
+        if self._shells is None and self.opts.reap_detached and is_dash(self.shell):
+            self._shells = ShellPool(self.shell)
         self._start_queued(now)  # a reconnect's welcome may give more slots
         if self._welcomed:
             log.debug("welcome while already welcomed; nothing more to ask")
@@ -424,7 +433,7 @@ class Worker:
 
     def _start(self, run: TaskRun, now: float) -> None:
         self._running.append(run)
-        run.start(now, self._poller)
+        run.start(now, self._poller, self._shells)
 
     def _start_queued(self, now: float) -> None:
         while self._queue and len(self._running) < self.slots:
@@ -434,9 +443,11 @@ class Worker:
         """With no task running any more, kill what the tasks left running outside their process
         groups (see :mod:`bats.worker.reaper`). While another task runs, an orphan may be its own
         (started with ``setsid``) and cannot be told apart: the sweep waits for the slots to empty."""
-        if not self.opts.reap_detached or self._running:
+        if not self.opts.reap_detached or self._running or (ended is not None and not ended.maybe_leftovers):
             return 0
         keep = {ended.proc.pid} if ended is not None and ended.proc is not None else set()  # Popen reaps it
+        if self._shells is not None:
+            keep |= self._shells.pids()
         return reaper.kill_leftovers(keep)
 
     def _step_tasks(self, now: float) -> None:
@@ -497,6 +508,8 @@ class Worker:
             log.warning("killing task %d on the way out", run.task)
             run.abort()
         self._running = []
+        if self._shells is not None:
+            self._shells.close()
         if self.opts.reap_detached:
             reaper.kill_leftovers(keep=set())
         self._queue.clear()

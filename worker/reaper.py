@@ -21,6 +21,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # psutil is imported by the rare sweep that finds something, not by every worker
+    from collections.abc import Container
+
     import psutil
 
 log = logging.getLogger("bats.worker")
@@ -83,6 +85,46 @@ def kill_leftovers(keep: set[int]) -> int:
         for process in alive_after:
             log.warning("pid %d did not die after SIGKILL", process.pid)
     return len(leftovers)
+
+
+def kill_group_strays(pgid: int, keep: Container[int]) -> tuple[int, bool]:
+    """SIGKILL, with their descendants, and reap every child of this process in process group
+    ``pgid`` whose pid is not in ``keep`` (the session shells): what a task run in a session shell (:mod:`bats.worker.shell`) left
+    running, adopted here when the task's subshell ended. Returns how many were killed, and whether
+    children not in ``keep`` and not in the group were seen (other tasks, or detached leftovers).
+
+    The common case, no child but the known ones, costs one small read and a ``getpgid`` per child
+    not in ``keep`` (the directly exec'd tasks, which lead groups of their own)."""
+    children = _main_thread_children()
+    if children is None:
+        return 0, True
+    strays = []
+    others = False
+    for pid in children:
+        if pid in keep:
+            continue
+        try:
+            if os.getpgid(pid) == pgid:
+                strays.append(pid)
+                continue
+        except OSError:
+            pass
+        others = True
+    if not strays:
+        return 0, others
+    import psutil
+
+    processes = []
+    for pid in strays:
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            tree = [process, *process.children(recursive=True)]
+            for member in tree:
+                with contextlib.suppress(psutil.Error):
+                    member.kill()
+            processes.append(process)
+    psutil.wait_procs(processes, timeout=1.0)  # reaps them: they are our children
+    return len(processes), others
 
 
 def _main_thread_children() -> list[int] | None:

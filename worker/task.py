@@ -18,6 +18,10 @@ a batch scheduler or the OS stops a whole machine, the worker's own SIGTERM can 
 a moment, and a worker that leaves meanwhile drops the result, so the task goes back into the bag
 instead of counting as failed.
 
+Other lines run in the slot's session shell when the worker has one (:mod:`bats.worker.shell`): no
+new shell per task, and the task's processes in that shell's process group instead of a group of
+their own (the session finds and kills what a task left there).
+
 A line with no shell syntax at all is exec'd without the shell when the shell is dash (Debian's and
 Ubuntu's ``/bin/sh``), which saves the shell's start and its fork of the command
 (:func:`direct_argv`). The line qualifies when it is words of ``A-Za-z0-9_./:=,+@%-`` separated by
@@ -48,11 +52,15 @@ import shutil
 import signal
 import stat
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from bats.common.protocol import OUTPUT_TAIL_BYTES
+from bats.worker.shell import runs_in_session
+
+if TYPE_CHECKING:
+    from bats.worker.shell import ShellPool, ShellSession
 
 log = logging.getLogger("bats.worker")
 
@@ -82,7 +90,7 @@ _NOT_DIRECT = frozenset("""
 _dash_shells: dict[str, bool] = {}
 
 
-def _is_dash(shell: str) -> bool:
+def is_dash(shell: str) -> bool:
     """Whether ``shell`` is dash, the shell whose start-up :func:`direct_argv` reproduces."""
     known = _dash_shells.get(shell)
     if known is None:
@@ -101,7 +109,7 @@ def _executable(path: str) -> bool:
 def direct_argv(command: str, shell: str) -> tuple[str, list[str]] | None:
     """The program and argv to exec ``command`` with, without ``shell``, when that is exactly what
     the shell would run (see the module's docstring); None when it must go through the shell."""
-    if not _PLAIN_LINE.fullmatch(command) or not _is_dash(shell):
+    if not _PLAIN_LINE.fullmatch(command) or not is_dash(shell):
         return None
     words = command.split()
     name = words[0]
@@ -171,6 +179,10 @@ class TaskRun:
         self._pipes: dict[int, bytearray] = {}  # the open read ends of stdout and stderr, and their tails
         self._poller: zmq.Poller | None = None
         self.direct = False  # exec'd without the shell (direct_argv)
+        self.session: ShellSession | None = None  # the session shell running it (bats.worker.shell)
+        self._shells: ShellPool | None = None
+        self._status_fd = -1  # the session's status pipe, watched while the task runs
+        self.maybe_leftovers = True  # False: at its end the worker had no child but its session shells
         self._shell_says = b""  # what the shell would have written to stderr after the command
 
     @classmethod
@@ -182,17 +194,33 @@ class TaskRun:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, now: float, poller: zmq.Poller) -> None:
-        """Spawn the command; a command that cannot even be spawned ends at once with code 127."""
+    def start(self, now: float, poller: zmq.Poller, shells: ShellPool | None = None) -> None:
+        """Spawn the command (in one of ``shells``' sessions when it may run there, see
+        :mod:`bats.worker.shell`); a command that cannot even be spawned ends at once with code 127."""
         self.started = now
         self._poller = poller
+        if self.timeout_s is not None:
+            self.kill_at = now + self.timeout_s / self.slowdown
+        direct = direct_argv(self.command, self.shell)
+        if direct is None and shells is not None and shells.shell == self.shell and runs_in_session(self.command):
+            try:
+                self.session, out_r, err_r = shells.begin(self.command)
+            except OSError as exc:
+                log.warning("task %d: no session shell (%s); running it with %s -c", self.task, exc, self.shell)
+            else:
+                self._shells = shells
+                self._status_fd = self.session.status_fd
+                poller.register(self._status_fd, zmq.POLLIN)
+                self._watch(out_r, err_r)
+                log.info("task %d attempt %d started (session shell %d)", self.task, self.attempt, self.session.pid)
+                return
         out_r = out_w = err_r = err_w = -1
         try:
             # the pipes are plain fds, not the file objects Popen would wrap them in (the loop reads
             # them with os.read), and stdin is one /dev/null the worker keeps open
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
-            self.proc = self._spawn(out_w, err_w)
+            self.proc = self._spawn(out_w, err_w, direct)
         except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the command
             for fd in (out_r, err_r):
                 if fd >= 0:
@@ -201,23 +229,27 @@ class TaskRun:
             self.stderr += f"bats-worker: cannot start the task with {self.shell}: {exc}\n".encode()
             self.returncode = SPAWN_FAILED_EXIT
             self.exited_at = now
+            self.kill_at = None
             self._end(now)
             return
         finally:  # the child has its copies of the write ends (or there is no child)
             for fd in (out_w, err_w):
                 if fd >= 0:
                     os.close(fd)
+        self._watch(out_r, err_r)
+        log.info("task %d attempt %d started (pid %d)", self.task, self.attempt, self.proc.pid)
+
+    def _watch(self, out_r: int, err_r: int) -> None:
+        """Read the task's stdout and stderr from these fds as the poller says they are ready."""
+        assert self._poller is not None
         for fd, buf in ((out_r, self.stdout), (err_r, self.stderr)):
             os.set_blocking(fd, False)
             self._pipes[fd] = buf
-            poller.register(fd, zmq.POLLIN)
-        if self.timeout_s is not None:
-            self.kill_at = now + self.timeout_s / self.slowdown
-        log.info("task %d attempt %d started (pid %d)", self.task, self.attempt, self.proc.pid)
+            self._poller.register(fd, zmq.POLLIN)
 
-    def _spawn(self, out_w: int, err_w: int) -> subprocess.Popen[bytes]:
-        """The command's process: exec'd directly when the shell would only run it, else ``SHELL -c``."""
-        direct = direct_argv(self.command, self.shell)
+    def _spawn(self, out_w: int, err_w: int, direct: tuple[str, list[str]] | None) -> subprocess.Popen[bytes]:
+        """The command's process: exec'd directly when the shell would only run it (``direct``, from
+        :func:`direct_argv`), else ``SHELL -c``."""
         env = _dash_environment() if direct is not None else None
         if direct is not None and env is not None:
             try:
@@ -252,16 +284,22 @@ class TaskRun:
 
     @property
     def fds(self) -> tuple[int, ...]:
-        """The pipe fds still open (registered with the poller)."""
+        """The fds the poller watches for this task: its output pipes still open, and while it runs
+        in a session, the session's status pipe."""
+        if self._status_fd >= 0:
+            return (*self._pipes, self._status_fd)
         return tuple(self._pipes)
 
     @property
     def process_alive(self) -> bool:
         """True while the command's process has not been seen to exit."""
-        return self.proc is not None and self.exited_at is None
+        return (self.proc is not None or self.session is not None) and self.exited_at is None
 
     def read(self, fd: int) -> None:
         """Read what is available on one pipe; keep the tail; close the pipe at end-of-file."""
+        if fd == self._status_fd and self.session is not None:
+            self.session.read()
+            return
         buf = self._pipes.get(fd)
         if buf is None:
             return
@@ -284,8 +322,13 @@ class TaskRun:
         """Advance the run's state; return True once its result is due."""
         if self.report_at is None:
             proc = self.proc
-            if proc is not None and self.exited_at is None:
-                code = self._poll_direct() if self.direct else proc.poll()
+            if (proc is not None or self.session is not None) and self.exited_at is None:
+                if self.session is not None:
+                    code = self.session.poll()
+                    if code is not None:
+                        self._unwatch_status()
+                else:
+                    code = self._poll_direct() if self.direct else proc.poll()  # type: ignore[union-attr]
                 if code is not None:
                     self.exited_at = now
                     self.returncode = code
@@ -310,7 +353,12 @@ class TaskRun:
         return self.kill_at
 
     def kill(self) -> None:
-        """SIGKILL the task's whole process group (the command and everything it started)."""
+        """SIGKILL the task's whole process group (the command and everything it started; in a
+        session, the session's shell too)."""
+        if self.session is not None:
+            self._unwatch_status()  # before its fd is closed (and its number reused)
+            self.session.kill()
+            return
         if self.proc is None:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -318,6 +366,10 @@ class TaskRun:
 
     def abort(self) -> None:
         """Kill the task and release its pipes, without a result (the worker is leaving)."""
+        if self.session is not None and self.report_at is None:
+            self._unwatch_status()
+            self.session.kill()
+            self._give_back()
         if self.proc is not None and self.report_at is None:
             self.kill()
             try:
@@ -344,8 +396,12 @@ class TaskRun:
 
     def _end(self, now: float) -> None:
         """The command is over: clean up what is left of it and set the report time."""
-        if self.proc is not None:
-            self.kill()  # background leftovers of the task would skew the next task's runtime
+        # background leftovers of the task would skew the next task's runtime
+        if self.session is not None:
+            self._unwatch_status()
+            self._give_back()  # kills what the task left in the session's group
+        elif self.proc is not None:
+            self.kill()
         for fd in list(self._pipes):
             self._close(fd)
         if self._shell_says:
@@ -354,13 +410,29 @@ class TaskRun:
         ended = self.ended if self.ended is not None else now
         self.runtime_s = self.slowdown * max(0.0, ended - self.started)
         self.report_at = self.started + self.runtime_s
-        if not self.timed_out and self.returncode is not None and -self.returncode in _STOP_SIGNALS:
+        code = self.returncode
+        if self.session is not None and code is not None and code > 128:
+            code = 128 - code  # what the shell reports for a command a signal killed (see bats.worker.shell)
+        if not self.timed_out and code is not None and -code in _STOP_SIGNALS:
             # killed from outside, as when a batch scheduler or the OS stops the whole machine: the
             # worker's own SIGTERM may be a moment behind, and then the task must go back into the
             # bag instead of counting as failed (the worker leaves without reporting it)
             self.report_at = max(self.report_at, now + OUTSIDE_KILL_GRACE_S)
         log.debug("task %d: command over (code %s, %.3fs real); reporting at +%.3fs",
                   self.task, self.returncode, ended - self.started, self.runtime_s)
+
+    def _unwatch_status(self) -> None:
+        if self._status_fd >= 0:
+            if self._poller is not None:
+                with contextlib.suppress(KeyError):
+                    self._poller.unregister(self._status_fd)
+            self._status_fd = -1
+
+    def _give_back(self) -> None:
+        """Return the session to its pool once (which kills the task's leftovers, or forgets a dead shell)."""
+        shells, self._shells = self._shells, None
+        if shells is not None and self.session is not None:
+            self.maybe_leftovers = shells.give_back(self.session, drained=not self._pipes)
 
     def _close(self, fd: int) -> None:
         del self._pipes[fd]

@@ -85,7 +85,7 @@ def test_bag_runs_on_workers_started_over_ssh_and_a_cut_connection_loses_nothing
     try:
         wait_for(lambda: marks.exists() and len(marks.read_text().split()) >= 4, 60, "tasks to start")
         # cut every ssh connection to host a (the shared connection included): the workers run on
-        sessions = [p for p in psutil.Process(hosts[0].pid).children(recursive=True) if p.name().startswith("sshd")]
+        sessions = [p for p in psutil.Process(hosts[0].pid).children(recursive=True) if _name(p).startswith("sshd")]
         assert sessions, "the provisioner keeps a shared connection open"
         for proc in sessions:
             proc.kill()
@@ -404,3 +404,11 @@ def test_example_configs_load(name):
     if name == "ssh":
         hosts = parse_hosts(cluster.options, str(root / "deploy" / "examples"))
         assert sum(h.slots for h in hosts) == cluster.max == 8
+
+
+def _name(process: psutil.Process) -> str:
+    """A process's name, or "" once it has ended (the tasks' shells come and go while we look)."""
+    try:
+        return process.name()
+    except psutil.NoSuchProcess:
+        return ""

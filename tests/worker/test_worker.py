@@ -673,3 +673,112 @@ def test_which_lines_are_exec_d_without_the_shell(line: str, plain: bool) -> Non
         assert argv[1] == line.split()
         assert os.access(argv[0], os.X_OK)
     assert direct_argv(line, "bash") is None  # only dash's start-up is reproduced
+
+
+# -- shell lines in a session shell (bats.worker.shell) -----------------------------------------
+
+needs_sessions = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.path.basename(os.path.realpath("/bin/sh")) != "dash",
+    reason="session shells need dash and a child subreaper (Linux)")
+
+
+def _session_tasks(log: Path) -> int:
+    return log.read_text().count("(session shell ")
+
+
+@needs_sessions
+def test_a_shell_line_sees_in_a_session_what_sh_c_gives_it(master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
+    """Each line runs twice in one worker: as written (in the slot's session shell) and with ``# $$``
+    after it, which the shell ignores but which sends the line through ``sh -c``. The lines that
+    change the shell's state come first: a task after them must not see it."""
+    proc = spawn(master.endpoint)
+    master.handshake()
+    lines = [
+        "cd /; umask 077; x=1; export Y=2; ulimit -n 64; trap 'echo trapped' EXIT; alias ll=ls; f() { :; }",
+        'pwd; echo "${x-unset} ${Y-unset}"; umask; ulimit -n; alias; type f >/dev/null 2>&1; echo f=$?',
+        'echo "$0|$#|$*|$-"', "set | grep -c _bats_ || true", "env | grep -c _bats || true",
+        "echo out; echo err >&2; exit 3", "read x; echo \"read:$x:$?\"", "ls /no/such/dir; echo $?",
+        "exec echo replaced", "sleep 0.1 & wait; echo waited", "echo $PPID", "exit 300",
+        f"{sys.executable} -c 'import os; os.abort()'", "no-such-command-here", "if then",
+    ]
+    results: dict[str, dict[str, Any]] = {}
+    for i, line in enumerate(lines):
+        for variant in (line, f"{line} # $$"):
+            master.task(i, variant)
+            results[variant] = master.expect("result", timeout=10)
+    log = tmp_path / "worker-0.log"
+    assert _session_tasks(log) == len(lines)
+    for line in lines:
+        mine, theirs = results[line], results[f"{line} # $$"]
+        assert (mine["exit_code"], mine["timed_out"], mine["stdout"]) == \
+               (theirs["exit_code"], theirs["timed_out"], theirs["stdout"]), line
+        # the shell's own messages name eval in a session
+        assert mine["stderr"].replace(b"eval: ", b"") == theirs["stderr"], line
+    assert results[lines[1]]["stdout"].split(b"\n")[:4] == [os.getcwd().encode(), b"unset unset",
+                                                            f"{_umask():04o}".encode(), _nofile()]
+    assert results["set | grep -c _bats_ || true"]["stdout"] == b"0\n"
+    assert results["echo $PPID"]["stdout"] == f"{proc.pid}\n".encode()
+    assert results[f"{sys.executable} -c 'import os; os.abort()'"]["exit_code"] == 128 + signal.SIGABRT
+    assert b"not found" in results["no-such-command-here"]["stderr"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _nofile() -> bytes:
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return b"unlimited" if soft == resource.RLIM_INFINITY else str(soft).encode()
+
+
+@needs_sessions
+def test_what_a_session_task_leaves_running_is_killed_and_never_writes_into_the_next_task(
+        master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
+    spawn(master.endpoint)
+    master.expect("hello", timeout=10)
+    master.welcome(slots=2)
+    master.expect("ask")
+    pidfile = tmp_path / "leftover.pid"
+    # in the session's process group: killed as the task ends
+    master.task(1, f"sh -c 'echo $$ > {pidfile}; exec sleep 30' & echo main")
+    res = master.expect("result")
+    assert (res["exit_code"], res["stdout"]) == (0, b"main\n")
+    leftover = int(pidfile.read_text())
+    wait_for(lambda: pid_gone(leftover), 3, "the leftover sleep to be killed")
+    # out of the group (setsid) while the other slot runs, so the sweep waits: it writes late, into
+    # the FIFO its task had, which the next task on that slot no longer shares
+    master.task(2, "sleep 2.5")
+    master.task(3, "setsid sh -c 'sleep 1; echo late; echo late >&2' & echo main")
+    res = master.expect("result")
+    assert (res["task"], res["stdout"]) == (3, b"main\n")
+    master.task(4, "sleep 1.5; echo next")
+    results = {r["task"]: r for r in (master.expect("result", timeout=10) for _ in range(2))}
+    assert (results[4]["stdout"], results[4]["stderr"]) == (b"next\n", b"")
+    assert results[2]["exit_code"] == 0
+
+
+@needs_sessions
+def test_a_session_task_that_times_out_is_cancelled_or_kills_its_shell_leaves_the_slot_working(
+        master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
+    proc = spawn(master.endpoint)
+    master.handshake()
+    master.task(1, "echo $PPID > /dev/null; sleep 30 & sleep 30", timeout_s=0.4)
+    res = master.expect("result")
+    assert (res["timed_out"], res["exit_code"]) == (True, -signal.SIGKILL)
+    shells = [c for c in psutil.Process(proc.pid).children() if c.status() != psutil.STATUS_ZOMBIE]
+    assert shells == []  # the timed-out task's shell went with its group
+    master.task(2, "kill -TERM 0")  # the session's whole group, shell included, as under sh -c
+    res = master.expect("result")
+    assert res["exit_code"] == -signal.SIGTERM
+    master.task(3, "sleep 30; :")
+    master.task(4, "echo second; :")
+    wait_for(lambda: psutil.Process(proc.pid).children(recursive=True), 5, "the task to start")
+    master.send("cancel", task=3, attempt=0)
+    assert master.expect("ask")["n"] == 1
+    second = master.expect("result")
+    assert (second["task"], second["stdout"]) == (4, b"second\n")
+    assert _session_tasks(tmp_path / "worker-0.log") == 4
