@@ -195,6 +195,7 @@ class ShellPool:
 
     def __init__(self, shell: str) -> None:
         self.shell = shell
+        self.usable = True  # False once the FIFOs cannot be made (tasks then run with sh -c)
         self._folder: str | None = None
         self._idle: list[ShellSession] = []
         self._live: dict[int, ShellSession] = {}  # by pid, idle or busy
@@ -206,18 +207,25 @@ class ShellPool:
 
     def begin(self, command: str) -> tuple[ShellSession, int, int]:
         """Start ``command`` in an idle session (a new one if none is); returns the session and the
-        read ends of the task's stdout and stderr. Raises OSError when no session can run it."""
-        if self._folder is None:
-            import tempfile
+        read ends of the task's stdout and stderr. Raises OSError when no session can run it; when
+        the reason is the folder or its FIFOs (no room, no FIFOs on that file system), the pool is
+        no longer :attr:`usable`, said once in the log."""
+        try:
+            if self._folder is None:
+                import tempfile
 
-            self._folder = tempfile.mkdtemp(prefix="bats-worker-")  # 0700: only this user opens the FIFOs
+                self._folder = tempfile.mkdtemp(prefix="bats-worker-")  # 0700: only this user opens the FIFOs
+        except OSError as exc:
+            self._give_up(exc)
+            raise
         for _attempt in range(2):  # an idle shell may have died meanwhile: one new one is tried
             session = self._idle.pop() if self._idle else self._new()
             try:
                 out_r, err_r = session.begin(command)
-            except OSError:
-                if not session.dead:
+            except OSError as exc:
+                if not session.dead:  # the shell is fine: its FIFOs are not
                     self._idle.append(session)
+                    self._give_up(exc)
                     raise
                 self._forget(session)
                 continue
@@ -240,6 +248,10 @@ class ShellPool:
             session.retire_fifos()
         self._idle.append(session)
         return others
+
+    def _give_up(self, exc: OSError) -> None:
+        self.usable = False
+        log.warning("session shells off: cannot make their FIFOs (%s); tasks run with %s -c", exc, self.shell)
 
     def close(self) -> None:
         """End every session and remove the folder."""

@@ -202,11 +202,12 @@ class TaskRun:
         if self.timeout_s is not None:
             self.kill_at = now + self.timeout_s / self.slowdown
         direct = direct_argv(self.command, self.shell)
-        if direct is None and shells is not None and shells.shell == self.shell and runs_in_session(self.command):
+        if (direct is None and shells is not None and shells.usable and shells.shell == self.shell
+                and runs_in_session(self.command)):
             try:
                 self.session, out_r, err_r = shells.begin(self.command)
             except OSError as exc:
-                log.warning("task %d: no session shell (%s); running it with %s -c", self.task, exc, self.shell)
+                log.info("task %d: no session shell (%s); running it with %s -c", self.task, exc, self.shell)
             else:
                 self._shells = shells
                 self._status_fd = self.session.status_fd

@@ -782,3 +782,4 @@ def test_a_session_task_that_times_out_is_cancelled_or_kills_its_shell_leaves_th
     second = master.expect("result")
     assert (second["task"], second["stdout"]) == (4, b"second\n")
     assert _session_tasks(tmp_path / "worker-0.log") == 4
+
