@@ -694,17 +694,53 @@ class _Run:
         # with every slot working no cap is finite, and min(inf, count) is the count
         capped = bool(np.isfinite(cap).any())
         counts = np.empty(np.broadcast_shapes(np.shape(lo) + (1,), np.shape(start), np.shape(rate)))
+        # on a thousand slots a chunk holds a replay or two, so a step costs its numpy calls more
+        # than its arithmetic: a row of slots or two is bisected alone, its bounds plain numbers,
+        # and more rows at once in buffers worked in place (the same operations on the same values
+        # either way)
+        if np.ndim(lo) == 0:
+            return np.asarray(self._bisect(start, rate, cap if capped else None, float(lo), float(hi), float(left),
+                                           counts))
+        if len(lo) <= 2:
+            left = np.broadcast_to(left, lo.shape)
+            return np.array([self._bisect(start[r], rate[r] if np.ndim(rate) == 2 else rate,
+                                          (cap[r] if np.ndim(cap) == 2 else cap) if capped else None,
+                                          float(lo[r]), float(hi[r]), float(left[r]), counts[r])
+                             for r in range(len(lo))])
+        mid = np.empty_like(lo)
+        count = np.empty_like(lo)
+        below = np.empty(np.shape(lo), dtype=bool)
+        above = np.empty(np.shape(lo), dtype=bool)
         for _ in range(28):  # to a hundred-millionth of the span
-            mid = 0.5 * (lo + hi)
+            np.add(lo, hi, out=mid)
+            mid *= 0.5
             np.subtract(mid[..., None], start, out=counts)
             counts *= rate
             np.maximum(0.0, counts, out=counts)
             if capped:
                 np.minimum(cap, counts, out=counts)
-            count = counts.sum(axis=-1)
-            below = count < left
-            lo = np.where(below, mid, lo)
-            hi = np.where(below, hi, mid)
+            np.add.reduce(counts, axis=-1, out=count)
+            np.less(count, left, out=below)
+            np.logical_not(below, out=above)
+            np.copyto(lo, mid, where=below)
+            np.copyto(hi, mid, where=above)
+        return hi
+
+    @staticmethod
+    def _bisect(start: np.ndarray, rate: np.ndarray, cap: np.ndarray | None, lo: float, hi: float, left: float,
+                counts: np.ndarray) -> float:
+        """:meth:`_end`'s bisection for one row of slots (``counts``: its buffer)."""
+        for _ in range(28):  # to a hundred-millionth of the span
+            mid = 0.5 * (lo + hi)
+            np.subtract(mid, start, out=counts)
+            counts *= rate
+            np.maximum(0.0, counts, out=counts)
+            if cap is not None:
+                np.minimum(cap, counts, out=counts)
+            if np.add.reduce(counts) < left:
+                lo = mid
+            else:
+                hi = mid
         return hi
 
     def _first_heads(self, first_free: np.ndarray, mean: np.ndarray, sd: np.ndarray,
