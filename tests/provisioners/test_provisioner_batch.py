@@ -351,11 +351,14 @@ def test_a_worker_job_of_two_slots_runs_two_tasks_at_once_on_the_slots_it_was_gi
     gate = tmp_path / "gate"
     granted = "$NSLOTS" if backend == "sge" else "$SLURM_CPUS_PER_TASK"
     # the k-th task to start waits (up to 20 s) until the (k+1)-th has started too when k is odd: only
-    # two slots side by side get every task past it, whatever order the tasks are handed out in
+    # two slots side by side get every task past it, whatever order the tasks are handed out in. k is
+    # the line number of the task's own mark (the lines are appended atomically); counting the lines
+    # after appending is not, when another task appends in between
     bag = tmp_path / "tasks.txt"
-    bag.write_text("".join(f"echo x >> {gate}; k=$(wc -l < {gate}); need=$(( (k + 1) / 2 * 2 )); n=0; "
+    bag.write_text("".join(f"echo t{i} >> {gate}; k=$(grep -n -x t{i} {gate} | cut -d: -f1); "
+                           "need=$(( (k + 1) / 2 * 2 )); n=0; "
                            f"while [ $(wc -l < {gate}) -lt $need ] && [ $n -lt 400 ]; do sleep 0.05; n=$((n+1)); "
-                           f"done; echo {granted} $need $(wc -l < {gate})\n" for _ in range(4)))
+                           f"done; echo {granted} $need $(wc -l < {gate})\n" for i in range(4)))
     proc = subprocess.run([*MASTER, "--quiet", "--bag", str(bag), "--config", str(config), "--policy", "self",
                            "--state-dir", str(tmp_path / "run")], cwd=tmp_path, capture_output=True, text=True,
                           timeout=180)
