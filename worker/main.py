@@ -140,7 +140,7 @@ class Worker:
         self.slots = 1  # tasks run at once (the welcome's ``slots``)
         self.capacity = HELD  # tasks held at most: slots + the welcome's ``prefetch``
         self.shell = DEFAULT_SHELL  # what tasks run with; the master's welcome names it
-        self._shells: ShellPool | None = None  # session shells for the welcome's shell (bats.worker.shell)
+        self._shells: dict[str, ShellPool] = {}  # session shells by shell (bats.worker.shell)
         self._outgoing: list[bytes] | None = None
         self._welcomed = False
         self._last_sent = 0.0
@@ -366,12 +366,10 @@ class Worker:
             log.error("[master] shell %s: not installed on this machine; leaving", self.shell)
             self._exit_reason = f"[master] shell {self.shell}: not installed on this machine"
             return
-        if self._shells is not None and self._shells.shell != self.shell:
-            self._shells.close()  # its sessions are idle or busy with tasks that end as they are
-            self._shells = None
-        # sessions need the subreaper (a task's leftovers are found among the worker's children)
-        if self._shells is None and self.opts.reap_detached and is_dash(self.shell):
-            self._shells = ShellPool(self.shell)
+        # sessions need the subreaper (a task's leftovers are found among the worker's children); a
+        # master restarted with another shell gets a pool of its own, the old one's tasks end as they are
+        if self.shell not in self._shells and self.opts.reap_detached and is_dash(self.shell):
+            self._shells[self.shell] = ShellPool(self.shell)
         self._start_queued(now)  # a reconnect's welcome may give more slots
         if self._welcomed:
             log.debug("welcome while already welcomed; nothing more to ask")
@@ -433,7 +431,7 @@ class Worker:
 
     def _start(self, run: TaskRun, now: float) -> None:
         self._running.append(run)
-        run.start(now, self._poller, self._shells)
+        run.start(now, self._poller, self._shells.get(run.shell))
 
     def _start_queued(self, now: float) -> None:
         while self._queue and len(self._running) < self.slots:
@@ -446,8 +444,8 @@ class Worker:
         if not self.opts.reap_detached or self._running or (ended is not None and not ended.maybe_leftovers):
             return 0
         keep = {ended.proc.pid} if ended is not None and ended.proc is not None else set()  # Popen reaps it
-        if self._shells is not None:
-            keep |= self._shells.pids()
+        for pool in self._shells.values():
+            keep |= pool.pids()
         return reaper.kill_leftovers(keep)
 
     def _step_tasks(self, now: float) -> None:
@@ -508,8 +506,8 @@ class Worker:
             log.warning("killing task %d on the way out", run.task)
             run.abort()
         self._running = []
-        if self._shells is not None:
-            self._shells.close()
+        for pool in self._shells.values():
+            pool.close()
         if self.opts.reap_detached:
             reaper.kill_leftovers(keep=set())
         self._queue.clear()

@@ -322,14 +322,15 @@ class TaskRun:
     def step(self, now: float) -> bool:
         """Advance the run's state; return True once its result is due."""
         if self.report_at is None:
-            proc = self.proc
-            if (proc is not None or self.session is not None) and self.exited_at is None:
-                if self.session is not None:
-                    code = self.session.poll()
+            proc, session = self.proc, self.session
+            if (proc is not None or session is not None) and self.exited_at is None:
+                code: int | None = None
+                if session is not None:
+                    code = session.poll()
                     if code is not None:
                         self._unwatch_status()
-                else:
-                    code = self._poll_direct() if self.direct else proc.poll()  # type: ignore[union-attr]
+                elif proc is not None:
+                    code = self._poll_direct() if self.direct else proc.poll()
                 if code is not None:
                     self.exited_at = now
                     self.returncode = code
