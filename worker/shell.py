@@ -14,7 +14,8 @@ output a detached leftover writes late never lands in another task's.
 
 When. Only for dash (Debian's and Ubuntu's ``/bin/sh``, whose behaviour this reproduces), only in a
 worker that is a child subreaper (``bats-worker`` on Linux, see :mod:`bats.worker.reaper`), and only
-for a line with no ``$$`` in it and no newline (:func:`runs_in_session`); everything else runs with
+for a line with no ``$$`` in it and no newline (:func:`runs_in_session`) that is not plain (a plain
+line is exec'd without any shell, :func:`bats.worker.task.direct_argv`); everything else runs with
 ``sh -c`` as before. A session is ended and replaced when its task times out or is cancelled, when
 the worker leaves, or when the task kills the session's shell.
 
