@@ -117,11 +117,12 @@ class ShellSession:
             data = f"{self._key}\n{command}\n".encode()
             while data:  # the shell is waiting in read: a blocking write of a long line drains as it reads
                 data = data[os.write(self._stdin, data):]
-        except OSError:
+        except OSError as exc:
             for fd in fds:
                 os.close(fd)
             self._unlink()
-            if self.proc.poll() is not None:
+            # a broken pipe is the shell gone (it may not be reaped yet); anything else is the FIFOs'
+            if isinstance(exc, BrokenPipeError) or self.proc.poll() is not None:
                 self.dead = True
             raise
         return fds[0], fds[1]

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 import zmq
 
@@ -68,3 +69,16 @@ def test_no_fifo_means_sh_c_said_once(pool: ShellPool, monkeypatch: pytest.Monke
     assert [(r.returncode, bytes(r.stdout), r.session) for r in results] == [(4, b"ok\n", None)] * 2
     assert not pool.usable
     assert sum("session shells off" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_session_shell_that_died_while_idle_is_replaced_and_sessions_stay_on(pool: ShellPool) -> None:
+    first = run("echo one", pool)
+    assert first.session is not None
+    os.kill(first.session.pid, 9)  # between tasks (the OOM killer, an operator)
+    deadline = time.monotonic() + 5
+    while psutil.Process(first.session.pid).status() != psutil.STATUS_ZOMBIE:  # gone, not reaped yet
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    second = run("echo two", pool)
+    assert bytes(second.stdout) == b"two\n" and second.session is not None
+    assert second.session is not first.session and pool.usable
