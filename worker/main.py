@@ -441,7 +441,7 @@ class Worker:
         """With no task running any more, kill what the tasks left running outside their process
         groups (see :mod:`bats.worker.reaper`). While another task runs, an orphan may be its own
         (started with ``setsid``) and cannot be told apart: the sweep waits for the slots to empty."""
-        if not self.opts.reap_detached or self._running or (ended is not None and not ended.maybe_leftovers):
+        if not self.opts.reap_detached or self._running:
             return 0
         keep = {ended.proc.pid} if ended is not None and ended.proc is not None else set()  # Popen reaps it
         for pool in self._shells.values():

@@ -74,10 +74,7 @@ def kill_leftovers(keep: set[int]) -> int:
                 os.waitpid(child.pid, os.WNOHANG)
             continue
         leftovers.append(child)
-        with contextlib.suppress(psutil.Error):
-            for process in [child, *child.children(recursive=True)]:
-                with contextlib.suppress(psutil.Error):
-                    process.kill()
+        _kill_tree(child)
     if leftovers:
         log.info("killed %d process(es) a task left running outside its process group: %s", len(leftovers),
                  ", ".join(f"{p.pid} {_name(p)}" for p in leftovers))
@@ -87,44 +84,41 @@ def kill_leftovers(keep: set[int]) -> int:
     return len(leftovers)
 
 
-def kill_group_strays(pgid: int, keep: Container[int]) -> tuple[int, bool]:
+def kill_group_strays(pgid: int, keep: Container[int]) -> int:
     """SIGKILL, with their descendants, and reap every child of this process in process group
     ``pgid`` whose pid is not in ``keep`` (the session shells): what a task run in a session shell (:mod:`bats.worker.shell`) left
-    running, adopted here when the task's subshell ended. Returns how many were killed, and whether
-    children not in ``keep`` and not in the group were seen (other tasks, or detached leftovers).
+    running, adopted here when the task's subshell ended. Returns how many were killed.
 
     The common case, no child but the known ones, costs one small read and a ``getpgid`` per child
     not in ``keep`` (the directly exec'd tasks, which lead groups of their own)."""
-    children = _main_thread_children()
-    if children is None:
-        return 0, True
     strays = []
-    others = False
-    for pid in children:
-        if pid in keep:
-            continue
-        try:
-            if os.getpgid(pid) == pgid:
-                strays.append(pid)
-                continue
-        except OSError:
-            pass
-        others = True
+    for pid in _main_thread_children() or ():
+        if pid not in keep:
+            with contextlib.suppress(OSError):
+                if os.getpgid(pid) == pgid:
+                    strays.append(pid)
     if not strays:
-        return 0, others
+        return 0
     import psutil
 
     processes = []
     for pid in strays:
         with contextlib.suppress(psutil.Error):
-            process = psutil.Process(pid)
-            tree = [process, *process.children(recursive=True)]
-            for member in tree:
-                with contextlib.suppress(psutil.Error):
-                    member.kill()
-            processes.append(process)
+            processes.append(psutil.Process(pid))
+    for process in processes:
+        _kill_tree(process)
     psutil.wait_procs(processes, timeout=1.0)  # reaps them: they are our children
-    return len(processes), others
+    return len(processes)
+
+
+def _kill_tree(process: psutil.Process) -> None:
+    """SIGKILL a process and its descendants, as far as they are still there."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        for member in [process, *process.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                member.kill()
 
 
 def _main_thread_children() -> list[int] | None:

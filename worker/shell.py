@@ -6,7 +6,8 @@ what a machine does. A :class:`ShellSession` is one ``SHELL -c LOOP`` started on
 each task the worker opens the read ends of the session's two FIFOs (in its private folder, mode
 0700), then writes their key and the command line to the shell's stdin; the shell opens the FIFOs' write
 ends, runs the line in a subshell, ``( eval LINE ) </dev/null >FIFO 2>FIFO``, and writes the
-subshell's exit status on its stdout. Forking a running dash costs about a fifth of starting one.
+subshell's exit status on its stdout. Forking a running dash costs much less than starting one
+(``make bench`` section 10 times 10,000 ``true`` against ``xargs -P2 sh -c``).
 The task's output arrives through the FIFOs as through ``sh -c``'s pipes: end-of-file once the task
 and everything it started have closed them. The next task reuses the FIFOs only when both reached
 end-of-file (nothing can write into them any more); otherwise the session makes a new pair, so
@@ -234,22 +235,20 @@ class ShellPool:
             return session, out_r, err_r
         raise BrokenPipeError("no session shell could take the task")
 
-    def give_back(self, session: ShellSession, drained: bool) -> bool:
+    def give_back(self, session: ShellSession, drained: bool) -> None:
         """The session's task is over: kill what it left in the session's process group, and keep
         the session for the next task (or forget it, if its shell has ended). ``drained``: both
-        FIFOs reached end-of-file (else the next task gets a new pair). Returns False when the
-        worker has no child but its session shells left (nothing for a sweep to find)."""
+        FIFOs reached end-of-file (else the next task gets a new pair)."""
         if session.dead:
             session.kill()
             self._forget(session)
-            return True
-        killed, others = reaper.kill_group_strays(session.pid, keep=self._live)
+            return
+        killed = reaper.kill_group_strays(session.pid, keep=self._live)
         if killed:
             log.debug("killed %d process(es) the task left in session %d", killed, session.pid)
         if not drained:
             session.retire_fifos()
         self._idle.append(session)
-        return others
 
     def _give_up(self, exc: OSError) -> None:
         self.usable = False

@@ -182,7 +182,6 @@ class TaskRun:
         self.session: ShellSession | None = None  # the session shell running it (bats.worker.shell)
         self._shells: ShellPool | None = None
         self._status_fd = -1  # the session's status pipe, watched while the task runs
-        self.maybe_leftovers = True  # False: at its end the worker had no child but its session shells
         self._shell_says = b""  # what the shell would have written to stderr after the command
 
     @classmethod
@@ -434,7 +433,7 @@ class TaskRun:
         """Return the session to its pool once (which kills the task's leftovers, or forgets a dead shell)."""
         shells, self._shells = self._shells, None
         if shells is not None and self.session is not None:
-            self.maybe_leftovers = shells.give_back(self.session, drained=not self._pipes)
+            shells.give_back(self.session, drained=not self._pipes)
 
     def _close(self, fd: int) -> None:
         del self._pipes[fd]
