@@ -118,7 +118,10 @@ def test_bag_runs_on_worker_jobs_and_a_killed_job_is_lost_and_rerun(tmp_path, ba
     assert [r["id"] for r in rows] == list(range(1, 16))
     assert all(r["stdout"] == f"out-{r['id']}\n" for r in rows)
     ran = Counter(marks.read_text().split())
-    assert set(ran) == {str(i) for i in range(1, 16)} and sum(ran.values()) <= 16  # only the killed task twice
+    # a task runs twice only when its machine was lost while running it: the killed job's, and on a
+    # loaded Slurm once another job it gave up ("provisioner reports gone"), each holding one running task
+    lost = sum(1 for m in machines.values() if m["release_reason"] != "bag done")
+    assert set(ran) == {str(i) for i in range(1, 16)} and sum(ran.values()) <= 15 + lost, (ran, machines)
     assert {p.name for p in (tmp_path / "job-logs").iterdir()} >= {f"{cluster}-s1-1.log", f"{cluster}-s1-2.log"}
     wait_for(lambda: not worker_procs(cluster), 30, "every worker job to end")
 
