@@ -98,7 +98,8 @@ def test_a_6_s_atu_with_the_default_settings_runs_the_chosen_option_within_budge
     ATU at its edge less the margin, reserving one ATU. Sampling (9 tasks) ends at 22.5; a1, paid
     to 24, is marked for its edge less the margin, 23, and carried into the execution when the
     fastest option (2 x a, $10) is chosen at once. Its decision point 23 is the next check; the
-    new machine a2 (acquired at 22.5) is decided at 27.5, a1 again at 29, and so on."""
+    new machine a2 (acquired at 22.5) is decided at 27.5, a1 again at 29, and so on. The plan
+    (about 26 s) is monitored every 5 s, a sixth of it at least the ceiling's floor: 27.5, 32.5."""
     cfg = Config(MasterConfig(), {"a": ClusterConfig("a", "local", max=2, price=1.0, atu_s=6.0)},
                  sampling=SMALL_SAMPLE)
     assert (cfg.monitor_interval_s, cfg.release_margin_s) == (300.0, 1.0)
@@ -112,11 +113,30 @@ def test_a_6_s_atu_with_the_default_settings_runs_the_chosen_option_within_budge
         c.WakeAt(23.0)]
     assert run.at(23.0, c.Tick) == [c.WakeAt(27.5)]
     assert run.at(27.5, c.Tick) == [c.WakeAt(29.0)]
-    assert run.at(29.0, c.Tick) == [c.WakeAt(33.5)]
+    assert core.execution.monitor_s == 5.0
+    assert run.at(29.0, c.Tick) == [c.WakeAt(32.5)]
     report = core.report(core._now)
     assert core.finished == c.Finish("done", "every task succeeded")
     assert report["cost"]["execution"] <= report["budget"] + report["cushion"] and report["cost"]["execution"] == 10.0
     assert report["killed"] == {"tasks": 0, "paid_s": 0.0} and run.killed_releases() == []
+
+
+@pytest.mark.parametrize("atu_s", [60.0, 3600.0])
+def test_a_short_plan_billed_per_minute_or_hourly_is_monitored_six_times_not_once_in_5_minutes(atu_s):
+    """Billed per minute (margin 3 s) or by the hour (margin 60 s) the ceiling runs at the machines'
+    edges, never on a clock; the monitoring (the re-plan check and the early warning) still comes a
+    sixth of the chosen plan apart, as per-second billing has it: a plan of about 2 minutes is
+    checked every 20 s or so, not once in the default 5 minutes, after which its money was gone."""
+    cfg = Config(MasterConfig(), {"m": ClusterConfig("m", "local", max=4, price=0.01, atu_s=atu_s)},
+                 sampling=SMALL_SAMPLE)
+    core = build_core(range(1, 61), cfg, random.Random(1), Choice(), max_held=1)
+    assert core.execution.ceiling_s == float("inf") and cfg.monitor_interval_s == 300.0
+    run = Run(core, {"m": 10.0}, choose=lambda k: k.choose("fastest"))
+    run.until(events=[c.RunStarted(0.0)])
+    selected = core.execution.selected
+    assert selected is not None and 60.0 < selected.makespan_s < 300.0
+    assert core.execution.monitor_s == pytest.approx(selected.makespan_s / 6)
+    assert core.finished == c.Finish("done", "every task succeeded")
 
 
 def test_per_second_billing_with_a_60_s_minimum_acquires_and_checks_the_ceiling_every_5_s():

@@ -179,8 +179,13 @@ class Execution:
                 self.budget = min(option.budget, declined.budget)
         self.last_monitor = self.last_ceiling = now
         if self.settings.monitor_interval_auto and self.selected.makespan_s > 0:
+            # no more often than the ceiling's own check; billed by ATUs long next to the release
+            # margin (per minute, hourly) the ceiling runs at the machines' edges instead, and the
+            # monitoring still comes REPLANS_PER_MAKESPAN times a plan (a 6-minute plan billed per
+            # minute once a minute, not once in its 5-minute default)
+            floor = self.ceiling_s if math.isfinite(self.ceiling_s) else CEILING_FLOOR_S
             self.monitor_s = min(self.settings.monitor_interval_s,
-                                  max(self.ceiling_s, self.selected.makespan_s / REPLANS_PER_MAKESPAN))
+                                  max(floor, self.selected.makespan_s / REPLANS_PER_MAKESPAN))
         ran = self.selected
         label = ran.label if ran.id == 0 else f"option {ran.id} ({ran.label})"
         inside = (f" (its cushion {option.cushion:g} comes out of the budget)"
