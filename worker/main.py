@@ -29,8 +29,8 @@ arrive in ``BATS_FILES_GRANT`` (popped from the environment like the token: task
 A welcome naming a shell this machine lacks (``[master] shell``) makes the worker leave with a
 ``bye`` saying so, rather than fail every task with 127.
 A line with no shell syntax is exec'd without the shell where it is dash, exactly as dash would run
-it (:func:`bats.worker.task.direct_argv`); other lines run in one long-lived dash per slot, each in a
-subshell (:mod:`bats.worker.shell`, only as ``bats-worker``: it needs the child subreaper).
+it (:func:`bats.worker.task.direct_argv`); other lines run in one long-lived shell per slot (dash or
+bash), each in a subshell (:mod:`bats.worker.shell`, only as ``bats-worker``: it needs the child subreaper).
 ``--noop`` answers each task at once without running it (master benchmarks).
 ``--spot-notice URL`` starts a :class:`~bats.worker.spot.SpotWatcher` on the instance metadata;
 its notice wakes the loop through a pipe and the worker sends ``interruption`` (once welcomed), so
@@ -63,8 +63,8 @@ from bats.common import __version__
 from bats.common.durations import parse_duration
 from bats.common.protocol import MASTER_TYPES, ProtocolError, decode_all, encode, frames
 from bats.worker import reaper
-from bats.worker.shell import ShellPool
-from bats.worker.task import DEFAULT_SHELL, TaskRun, is_dash
+from bats.worker.shell import ShellPool, takes_sessions
+from bats.worker.task import DEFAULT_SHELL, TaskRun
 
 if TYPE_CHECKING:  # urllib and http.client come with --spot-notice only
     from bats.worker.spot import SpotWatcher
@@ -368,7 +368,7 @@ class Worker:
             return
         # sessions need the subreaper (a task's leftovers are found among the worker's children); a
         # master restarted with another shell gets a pool of its own, the old one's tasks end as they are
-        if self.shell not in self._shells and self.opts.reap_detached and is_dash(self.shell):
+        if self.shell not in self._shells and self.opts.reap_detached and takes_sessions(self.shell):
             self._shells[self.shell] = ShellPool(self.shell)
         self._start_queued(now)  # a reconnect's welcome may give more slots
         if self._welcomed:

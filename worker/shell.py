@@ -13,8 +13,9 @@ and everything it started have closed them. The next task reuses the FIFOs only 
 end-of-file (nothing can write into them any more); otherwise the session makes a new pair, so
 output a detached leftover writes late never lands in another task's.
 
-When. Only for dash (Debian's and Ubuntu's ``/bin/sh``, whose behaviour this reproduces), only in a
-worker that is a child subreaper (``bats-worker`` on Linux, see :mod:`bats.worker.reaper`), and only
+When. Only for dash (Debian's and Ubuntu's ``/bin/sh``) and bash (``/bin/sh`` on Fedora, RHEL and
+Amazon Linux, and ``[master] shell = "bash"``), whose behaviour this reproduces, only in a worker
+that is a child subreaper (``bats-worker`` on Linux, see :mod:`bats.worker.reaper`), and only
 for a line with no ``$$`` in it and no newline (:func:`runs_in_session`) that is not plain (a plain
 line is exec'd without any shell, :func:`bats.worker.task.direct_argv`); everything else runs with
 ``sh -c`` as before. A session is ended and replaced when its task times out or is cancelled, when
@@ -29,7 +30,10 @@ differences are left, none of them in what a task computes:
   "unique" file name) goes through ``sh -c``;
 * the shell's own messages name ``eval`` (``sh: 1: eval: foo: not found``) and a command killed by
   a signal reports ``128 + N``, as any command the shell forks does (the worker then waits the same
-  second for a stop signal as for ``-N``, see :mod:`bats.worker.task`);
+  second for a stop signal as for ``-N``, see :mod:`bats.worker.task`); bash also says so on the
+  task's stderr (``bash: line 1: 4242 Aborted ...``), and its quote of a line it cannot parse
+  shows the session's preamble before the line. bash's own variables read as under ``bash -c``:
+  the line in ``BASH_EXECUTION_STRING``, ``BASH_SUBSHELL`` 0, ``$_`` what the shell started with;
 * the task's processes are in the session's process group, not one of their own: at the task's
   end what it left running is found among the worker's children (a subreaper adopts a dead
   subshell's orphans) by that group, and killed (:meth:`ShellPool.give_back`); a timeout or a cancel
@@ -43,6 +47,7 @@ import contextlib
 import itertools
 import logging
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -52,17 +57,43 @@ from bats.worker import reaper
 log = logging.getLogger("bats.worker")
 
 # One line (so the shell's messages say line 1, as under sh -c). $1 is the FIFO folder; the eval
-# string is expanded before it runs, so the unset clears the loop's names from the task's sight
+# string is expanded before it runs, so its preamble clears the loop's names from the task's sight
 # and leaves the line itself intact.
-LOOP = (
-    '_bats_d=$1; shift; '
-    'while IFS= read -r _bats_k && IFS= read -r _bats_c; do '
-    'exec 3>"$_bats_d/$_bats_k.out" 4>"$_bats_d/$_bats_k.err"; '
-    '( eval "unset _bats_d _bats_k _bats_c _bats_s; $_bats_c" ) </dev/null >&3 2>&4 3>&- 4>&-; '
-    '_bats_s=$?; exec 3>&- 4>&-; echo "$_bats_s"; '
-    'done'
-)
+def _loop(preamble: str, start: str = "") -> str:
+    return (f'{start}_bats_d=$1; shift; '
+            'while IFS= read -r _bats_k && IFS= read -r _bats_c; do '
+            'exec 3>"$_bats_d/$_bats_k.out" 4>"$_bats_d/$_bats_k.err"; '
+            f'( eval "{preamble}$_bats_c" ) </dev/null >&3 2>&4 3>&- 4>&-; '
+            '_bats_s=$?; exec 3>&- 4>&-; echo "$_bats_s"; '
+            'done')
+
+
+LOOP = _loop("unset _bats_d _bats_k _bats_c _bats_s; ")
+# bash's: the task also finds what bash -c gives it in bash's own variables: its line in
+# BASH_EXECUTION_STRING, BASH_SUBSHELL 0, and $_ as the shell started with it (kept quoted by printf %q,
+# which every bash has, where ${x@Q} needs 4.4)
+BASH_LOOP = _loop("BASH_EXECUTION_STRING=\\$_bats_c; BASH_SUBSHELL=0; unset _bats_d _bats_k _bats_c _bats_s _bats_q; "
+                  ": $_bats_q; ", start='printf -v _bats_q %q "$_"; ')
+# the shells a session stands in for (by the program a shell name resolves to): the loop each runs
+LOOPS = {"dash": LOOP, "bash": BASH_LOOP}
 WAIT_DEAD_S = 1.0  # how long to wait for a session's shell that closed its stdout to be reaped
+
+_kinds: dict[str, str] = {}
+
+
+def shell_kind(shell: str) -> str:
+    """The program ``shell`` names, by the file it resolves to: ``sh`` is ``dash`` on Debian and
+    Ubuntu, ``bash`` on Fedora, RHEL and Amazon Linux."""
+    kind = _kinds.get(shell)
+    if kind is None:
+        path = shell if "/" in shell else (shutil.which(shell) or shell)
+        kind = _kinds[shell] = os.path.basename(os.path.realpath(path))
+    return kind
+
+
+def takes_sessions(shell: str) -> bool:
+    """Whether lines for ``shell`` may run in session shells (dash or bash)."""
+    return shell_kind(shell) in LOOPS
 
 
 def runs_in_session(command: str) -> bool:
@@ -80,7 +111,7 @@ class ShellSession:
         self._keys = keys  # the pool's: FIFO names unique in the folder
         # its own session and process group (the pgid is its pid), stderr the worker's (a failure
         # of the loop itself is the worker's to log); stdin the tasks, stdout their exit statuses
-        self.proc = subprocess.Popen([shell, "-c", LOOP, shell, folder], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([shell, "-c", LOOPS[shell_kind(shell)], shell, folder], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, start_new_session=True, bufsize=0)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin.fileno()

@@ -48,7 +48,6 @@ import contextlib
 import logging
 import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
@@ -57,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from bats.common.protocol import OUTPUT_TAIL_BYTES
-from bats.worker.shell import runs_in_session
+from bats.worker.shell import runs_in_session, shell_kind
 
 if TYPE_CHECKING:
     from bats.worker.shell import ShellPool, ShellSession
@@ -87,16 +86,9 @@ _NOT_DIRECT = frozenset("""
     true type typeset ulimit umask unalias unset wait
     if then else elif fi do done case esac while until for in function select time ! { } [[ ]]
 """.split())
-_dash_shells: dict[str, bool] = {}
-
-
 def is_dash(shell: str) -> bool:
     """Whether ``shell`` is dash, the shell whose start-up :func:`direct_argv` reproduces."""
-    known = _dash_shells.get(shell)
-    if known is None:
-        path = shell if "/" in shell else (shutil.which(shell) or shell)
-        known = _dash_shells[shell] = os.path.basename(os.path.realpath(path)) == "dash"
-    return known
+    return shell_kind(shell) == "dash"
 
 
 def _executable(path: str) -> bool:

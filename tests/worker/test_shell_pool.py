@@ -1,5 +1,5 @@
 """bats.worker.shell in-process: a TaskRun in a ShellPool's session, driven by a poll loop as the
-worker drives it (real dash, real FIFOs), and the fallback to ``sh -c`` when no FIFO can be made."""
+worker drives it (the real /bin/sh, dash or bash, real FIFOs), and the fallback to ``sh -c`` when no FIFO can be made."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import psutil
 import pytest
 import zmq
 
-from bats.worker.shell import ShellPool
+from bats.worker.shell import ShellPool, takes_sessions
 from bats.worker.task import TaskRun
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.skipif(
-    not sys.platform.startswith("linux") or os.path.basename(os.path.realpath("/bin/sh")) != "dash",
-    reason="session shells need dash (and Linux's /proc for their leftovers)")]
+    not sys.platform.startswith("linux") or not takes_sessions("/bin/sh"),
+    reason="session shells need dash or bash (and Linux's /proc for their leftovers)")]
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +28,7 @@ from helpers.runs import wait_for
 
 import bats.common
 from bats.common.protocol import OUTPUT_TAIL_BYTES, WORKER_TYPES, decode_all, encode
+from bats.worker.shell import shell_kind, takes_sessions
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -677,29 +680,50 @@ def test_which_lines_are_exec_d_without_the_shell(line: str, plain: bool) -> Non
 
 # -- shell lines in a session shell (bats.worker.shell) -----------------------------------------
 
-needs_sessions = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or os.path.basename(os.path.realpath("/bin/sh")) != "dash",
-    reason="session shells need dash and a child subreaper (Linux)")
+# every shell a session stands in for that this machine has (/bin/sh is one of them, or bash itself)
+SESSION_SHELLS = [shell for shell in ("/bin/sh", "bash")
+                  if sys.platform.startswith("linux") and shutil.which(shell) and takes_sessions(shell)]
+if "bash" in SESSION_SHELLS and shell_kind("/bin/sh") != "bash":
+    SESSION_SHELLS.append("bash as sh")  # Fedora's, RHEL's and Amazon Linux's /bin/sh: bash in POSIX mode
 
 
 def _session_tasks(log: Path) -> int:
     return log.read_text().count("(session shell ")
 
 
-@needs_sessions
-def test_a_shell_line_sees_in_a_session_what_sh_c_gives_it(master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
+def _as_under_sh_c(stderr: bytes) -> bytes:
+    """A session task's stderr with what differs from ``sh -c`` taken out: the shell's messages name
+    ``eval`` (where bash's name ``-c``); bash's quote of a line it cannot parse shows the session's
+    preamble before the line; bash reports a command a signal killed, which ``bash -c`` had exec'd."""
+    stderr = re.sub(rb"`BASH_EXECUTION_STRING=[^`']*?; : [^;]*; ", b"`", stderr.replace(b"eval: ", b""))
+    return re.sub(rb"(?m)^\S+: line 1: +\d+ Aborted .*\n", b"", stderr)
+
+
+def _as_forked(code: int) -> int:
+    return 128 - code if code < 0 else code
+
+
+@pytest.mark.parametrize("shell", SESSION_SHELLS)
+def test_a_shell_line_sees_in_a_session_what_sh_c_gives_it(master: FakeMaster, spawn: Any, tmp_path: Path,
+                                                            shell: str) -> None:
     """Each line runs twice in one worker: as written (in the slot's session shell) and with ``# $$``
     after it, which the shell ignores but which sends the line through ``sh -c``. The lines that
-    change the shell's state come first: a task after them must not see it."""
+    change the shell's state come first: a task after them must not see it. bash's own variables
+    (its line, its subshell depth, ``$_``) read as under ``bash -c``."""
+    if shell == "bash as sh":
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "sh").symlink_to(shutil.which("bash") or "bash")
+        shell = str(tmp_path / "bin" / "sh")
     proc = spawn(master.endpoint)
-    master.handshake()
+    master.handshake(shell=shell)
     lines = [
         "cd /; umask 077; x=1; export Y=2; ulimit -n 64; trap 'echo trapped' EXIT; alias ll=ls; f() { :; }",
         'pwd; echo "${x-unset} ${Y-unset}"; umask; ulimit -n; alias; type f >/dev/null 2>&1; echo f=$?',
-        'echo "$0|$#|$*|$-"', "set | grep -c _bats_ || true", "env | grep -c _bats || true",
+        'echo "$0|$#|$*|$-"', "set | grep -c '^_bats_' || true", "env | grep -c _bats || true",
         "echo out; echo err >&2; exit 3", "read x; echo \"read:$x:$?\"", "ls /no/such/dir; echo $?",
         "exec echo replaced", "sleep 0.1 & wait; echo waited", "echo $PPID", "exit 300",
         f"{sys.executable} -c 'import os; os.abort()'", "no-such-command-here", "if then",
+        'echo "${BASH_EXECUTION_STRING%% #*}|${BASH_SUBSHELL-}|$_"; (echo "${BASH_SUBSHELL-}")',
     ]
     results: dict[str, dict[str, Any]] = {}
     for i, line in enumerate(lines):
@@ -710,13 +734,14 @@ def test_a_shell_line_sees_in_a_session_what_sh_c_gives_it(master: FakeMaster, s
     assert _session_tasks(log) == len(lines)
     for line in lines:
         mine, theirs = results[line], results[f"{line} # $$"]
+        # a command a signal killed reads 128 + N in a session, -N where bash -c had exec'd it
         assert (mine["exit_code"], mine["timed_out"], mine["stdout"]) == \
-               (theirs["exit_code"], theirs["timed_out"], theirs["stdout"]), line
-        # the shell's own messages name eval in a session
-        assert mine["stderr"].replace(b"eval: ", b"") == theirs["stderr"], line
+               (_as_forked(theirs["exit_code"]), theirs["timed_out"], theirs["stdout"]), line
+        # (bash quotes a line it cannot parse: the ``sh -c`` one has its `` # $$``)
+        assert _as_under_sh_c(mine["stderr"]) == theirs["stderr"].replace(b"-c: ", b"").replace(b" # $$", b""), line
     assert results[lines[1]]["stdout"].split(b"\n")[:4] == [os.getcwd().encode(), b"unset unset",
                                                             f"{_umask():04o}".encode(), _nofile()]
-    assert results["set | grep -c _bats_ || true"]["stdout"] == b"0\n"
+    assert results["set | grep -c '^_bats_' || true"]["stdout"] == b"0\n"  # no variable of the loop
     assert results["echo $PPID"]["stdout"] == f"{proc.pid}\n".encode()
     assert results[f"{sys.executable} -c 'import os; os.abort()'"]["exit_code"] == 128 + signal.SIGABRT
     assert b"not found" in results["no-such-command-here"]["stderr"]
@@ -735,12 +760,12 @@ def _nofile() -> bytes:
     return b"unlimited" if soft == resource.RLIM_INFINITY else str(soft).encode()
 
 
-@needs_sessions
+@pytest.mark.parametrize("shell", [s for s in SESSION_SHELLS if s != "bash as sh"])
 def test_what_a_session_task_leaves_running_is_killed_and_never_writes_into_the_next_task(
-        master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
+        master: FakeMaster, spawn: Any, tmp_path: Path, shell: str) -> None:
     spawn(master.endpoint)
     master.expect("hello", timeout=10)
-    master.welcome(slots=2)
+    master.welcome(slots=2, shell=shell)
     master.expect("ask")
     pidfile = tmp_path / "leftover.pid"
     # in the session's process group: killed as the task ends
@@ -761,11 +786,11 @@ def test_what_a_session_task_leaves_running_is_killed_and_never_writes_into_the_
     assert results[2]["exit_code"] == 0
 
 
-@needs_sessions
+@pytest.mark.parametrize("shell", [s for s in SESSION_SHELLS if s != "bash as sh"])
 def test_a_session_task_that_times_out_is_cancelled_or_kills_its_shell_leaves_the_slot_working(
-        master: FakeMaster, spawn: Any, tmp_path: Path) -> None:
+        master: FakeMaster, spawn: Any, tmp_path: Path, shell: str) -> None:
     proc = spawn(master.endpoint)
-    master.handshake()
+    master.handshake(shell=shell)
     master.task(1, "echo $PPID > /dev/null; sleep 30 & sleep 30", timeout_s=0.4)
     res = master.expect("result")
     assert (res["timed_out"], res["exit_code"]) == (True, -signal.SIGKILL)
