@@ -687,7 +687,7 @@ class _Run:
         fleet, working = self.fleet, self.working
         rate = 1.0 / np.maximum(task_s, 1e-12)
         fits = np.where(working, np.inf, np.floor((fleet.limit_s - fleet.mean_s - start) * rate) + 1)
-        cap = np.maximum(0.0, np.nan_to_num(fits, nan=0.0))
+        cap = np.maximum(0.0, np.nan_to_num(fits, nan=0.0, posinf=np.inf))
         lo = np.min(np.where(working, start, np.inf), axis=-1)
         hi = np.max(np.where(working, start, -np.inf), axis=-1) + left * np.max(np.where(working, task_s, 0.0), axis=-1)
         # one buffer for the per-slot counts of every step (28 steps over replays x slots each);
