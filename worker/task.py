@@ -86,6 +86,8 @@ _NOT_DIRECT = frozenset("""
     true type typeset ulimit umask unalias unset wait
     if then else elif fi do done case esac while until for in function select time ! { } [[ ]]
 """.split())
+
+
 def is_dash(shell: str) -> bool:
     """Whether ``shell`` is dash, the shell whose start-up :func:`direct_argv` reproduces."""
     return shell_kind(shell) == "dash"
