@@ -745,6 +745,9 @@ def test_a_shell_line_sees_in_a_session_what_sh_c_gives_it(master: FakeMaster, s
     assert results["echo $PPID"]["stdout"] == f"{proc.pid}\n".encode()
     assert results[f"{sys.executable} -c 'import os; os.abort()'"]["exit_code"] == 128 + signal.SIGABRT
     assert b"not found" in results["no-such-command-here"]["stderr"]
+    if shell_kind(shell) == "bash":  # its line (up to " #"), depth 0, and 1 in a subshell of it
+        out = results[lines[-1]]["stdout"]
+        assert out.startswith(b'echo "${BASH_EXECUTION_STRING%%|0|') and out.endswith(b"\n1\n"), out
 
 
 def _umask() -> int:
