@@ -302,6 +302,16 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
     ]
     if parallel:
         runners.append(("parallel", lambda: _whole([parallel, "--will-cite", "-j2"], stdin=shell_bag)))
+    bash = shutil.which("bash")
+    if bash:  # where /bin/sh is bash (Fedora, RHEL, Amazon Linux): the same bag, both sides under bash
+        bash_config = work / "scale-bash.toml"  # --workers 2's cluster, with the shell named
+        bash_config.write_text('[master]\nshell = "bash"\n\n[clusters.local]\nprovisioner = "local"\nmax = 2\n'
+                               'price = 0\natu = "1h"\nstartup = "0s"\n')
+        runners += [
+            ("bats, bash", lambda: (lambda r: r.wall_s if r.ok else None)(
+                run_bats(work, shell_bag, ["--config", str(bash_config)]))),
+            ("xargs, bash", lambda: _whole(["xargs", "-d", "\\n", "-n1", "-P2", bash, "-c"], stdin=shell_bag)),
+        ]
     walls: dict[str, list[float]] = {name: [] for name, _ in runners}
     for rep in range(repeats):
         order = runners if rep % 2 == 0 else list(reversed(runners))
@@ -315,10 +325,13 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
     med = {name: median(w) for name, w in walls.items()}
     xr = med["xargs"] / med["bats"] if med["bats"] and med["xargs"] else None
     pr = med.get("parallel") / med["bats"] if med["bats"] and med.get("parallel") else None
+    br = med["xargs, bash"] / med["bats, bash"] if med.get("bats, bash") and med.get("xargs, bash") else None
     t += [f"{shell_n:,} × `true` on 2 workers, whole command each, {repeats} repeat(s) (GNU parallel, which takes "
           "minutes, once), the order alternating: "
           f"BaTS `bats-master --bag BAG --workers 2`; `xargs -d '\\n' -n1 -P2 sh -c < BAG`; "
-          + ("`parallel --will-cite -j2 < BAG`." if parallel else "GNU parallel **not installed** (skipped)."), "",
+          + ("`parallel --will-cite -j2 < BAG`." if parallel else "GNU parallel **not installed** (skipped).")
+          + (" Under bash: BaTS with `[master] shell = \"bash\"` (the same local cluster of 2 written out), "
+             "and `xargs -d '\\n' -n1 -P2 bash -c < BAG`." if bash else " bash **not installed** (skipped)."), "",
           "| runner | wall s (each repeat) | median s | tasks/s |", "|---|---|---|---|"]
     for name, w in walls.items():
         t.append(f"| {name} | {', '.join(f'{x:.2f}' for x in w)} | {fmt(med[name], '.2f')} "
@@ -329,6 +342,8 @@ def bench_scale(work: Path, bats_master: Path, run_bats: Callable[..., Any],
          verdict(None if xr is None else xr >= T_XARGS)),
         (f"scale: {shell_n:,} true, parallel wall / BaTS wall", fmt(pr, ".2f", "×"), f"≥ {T_PARALLEL:g}×",
          verdict(None if pr is None else pr >= T_PARALLEL)),
+        (f"scale: {shell_n:,} true under bash, xargs bash -c wall / BaTS wall", fmt(br, ".2f", "×"), "(measured)",
+         "n/a"),
     ]
     sec.medians.update(fleet_tps=big_noop and big_noop["tps"], cpu_us=cpu, start_s=start, rss_mib=rss)
     return sec
