@@ -352,13 +352,15 @@ def test_tick_at_the_release_time_releases_and_a_plan_falling_behind_is_replanne
     N_p = 2 * floor((100 + 10) * 0.05) = 10 < N_e = 11. The money left is the whole $2 (the current
     ATUs were the sampling cost); with a now slower than planned the fastest configuration within
     $2 is 1 x b (13 x 5 s in one ATU). Both a machines are dropped: their edge (100) less the
-    margin is now, so they are let go at once and their tasks go back into the bag."""
+    margin is now, so they are let go at once and their tasks go back into the bag. The estimates
+    tell a's slowdown from the bag's (:class:`SharedEstimate`): every sampled task took 10 s on a,
+    5 s on b, and a's tasks since take 40 s; a is slower than sampled, b is not."""
     d = cheapest_then_slow()
     core = d.core
     assert [m.held for m in core.live_machines(cluster="a")] == [[(10, 1)], [(21, 1)]]
     actions = d.feed(c.Tick(90.0))
     # the check after the re-plan replays the 13 tasks on the new b machine, with runtimes resampled
-    # from a's slower tasks too: some replays need its second ATU, past the $2 (the early warning)
+    # from every task seen, a's slower ones among them: some replays need its second ATU, past the $2
     (warning,) = [a for a in actions if isinstance(a, c.WarnShort)]
     assert (warning.chance < 0.9, warning.money, warning.spent) == (True, 2.0, 0.0)
     actions.remove(warning)
@@ -374,6 +376,7 @@ def test_tick_at_the_release_time_releases_and_a_plan_falling_behind_is_replanne
     assert core.reconfigurations == [{"at_s": 90.0, "reason": "N_e 11 > N_p 10", "machines": {"a": 0, "b": 1}}]
     assert core.config == {"a": 0, "b": 1} and core.remaining == 13 and len(core._pending) == 13
     assert core.report(90.0)["reconfigurations"] == core.reconfigurations
+    assert (round(core._stats("a", 90.0).mean_s, 6), round(core._stats("b", 90.0).mean_s, 6)) == (40.0, 5.0)
 
 
 def test_a_replan_adds_no_more_machines_than_the_tasks_waiting_can_keep_busy():
@@ -398,10 +401,11 @@ def test_budget_exhaustion_finishes_incomplete_with_the_tasks_not_run():
     core = d.core
     d.through(90.0)
     actions = d.feed(c.Tick(90.0))
-    # ... and the early warning says so before any of the $2 is spent: 13 % of the replays of the
-    # 12 tasks left on a1 and a2 end within it, $3 more would make it 90 %
+    # ... and the early warning says so before any of the $2 is spent: a is slower than sampled (its
+    # tasks take 40 s now), so 9 % of the replays of the 12 tasks left on a1 and a2 end within it;
+    # $4 more would make it 90 %
     (warning,) = [a for a in actions if isinstance(a, c.WarnShort)]
-    assert (warning.chance, warning.needed, warning.spent, warning.money) == (0.13, 3.0, 0.0, 2.0)
+    assert (warning.chance, warning.needed, warning.spent, warning.money) == (0.09, 4.0, 0.0, 2.0)
     actions.remove(warning)
     assert actions == [c.Release("b1", DONE_SAMPLING), c.Release("b2", DONE_SAMPLING), c.WakeAt(140.0)]
     assert core.reconfigurations == []

@@ -182,3 +182,72 @@ def test_stats_match_a_direct_computation(sample, finished, running):
     expected_sd = statistics.stdev(values) if len(values) > 1 else 0.0
     assert stats.sd_s == pytest.approx(expected_sd, rel=1e-6, abs=1e-6)
     assert (stats.n_done, stats.n_running) == (len(sample) + len(finished), len(running))
+
+
+# ---------------------------------------------------------------- one average, each cluster's speed
+def _shared(spread: float, n: int = 30, seed: int = 3) -> e.SharedEstimate:
+    """A sample of n tasks (lognormal of sigma ``spread`` around 100 s) on a, translated to b (2x as
+    fast) and c (4x as slow), as the complete sample sets of §2.2 are."""
+    rng = np.random.default_rng(seed)
+    sample = list(100.0 * rng.lognormal(0.0, spread, n)) if spread else [100.0] * n
+    return e.SharedEstimate({"a": sample, "b": [t / 2 for t in sample], "c": [4 * t for t in sample]})
+
+
+def test_what_one_cluster_learns_about_the_bag_holds_for_every_cluster():
+    """A run short of money once moved from the cluster cheapest per task to one whose mean nothing
+    had corrected: a ran the bag's long tasks, b none. Here a's tasks turn out twice the sample's
+    mean, and in a bag this wide that says more about the bag than about a: b's mean rises nearly
+    as much, and the clusters stay in the order of their prices per task."""
+    shared = _shared(1.2)
+    a0, b0, c0 = (shared.mean_s(k) for k in "abc")
+    assert (b0 / a0, c0 / a0) == (pytest.approx(0.5), pytest.approx(4.0))
+    values = np.random.default_rng(5).lognormal(0.0, 1.2, 40)
+    for runtime in values / values.mean() * 2 * a0:  # their mean twice a's
+        shared.add_finished("a", runtime)
+    shared.refit({})  # as a check does, with nothing running
+    a1, b1 = shared.mean_s("a"), shared.mean_s("b")
+    assert a1 / a0 > 1.3 and b1 / b0 > 1.25
+    assert (a1 / a0) / (b1 / b0) < 1.1  # the bag's mean moved: a's own speed barely
+    assert shared.correction("b") == 1.0  # b ran nothing: its sampled ratio stands, times the bag's mean
+
+
+def test_a_cluster_slower_than_sampled_in_a_tight_bag_is_slower_on_its_own():
+    """Every sampled task took 100 s; a's tasks now take 400 s, b's still 50 s: a is four times
+    slower than its ratio said, the bag is not, and b's mean stays where it was."""
+    shared = _shared(0.0)
+    for _ in range(3):
+        shared.add_finished("a", 400.0)
+    for _ in range(5):
+        shared.add_finished("b", 50.0)
+    shared.refit({})
+    assert shared.correction("a") == pytest.approx(4.0, rel=1e-6)
+    assert shared.correction("b") == pytest.approx(1.0, rel=1e-6)
+    assert shared.mean_s("a") == pytest.approx(400.0, rel=1e-6)
+    assert shared.mean_s("b") == pytest.approx(50.0, rel=1e-6)
+    assert shared.mean_s("c") == pytest.approx(400.0, rel=1e-6)  # 4 x the bag's 100 s, as sampled
+
+
+def test_a_few_long_tasks_of_a_wide_bag_do_not_make_their_cluster_slow():
+    """Twelve tasks of a wide bag (cv about 1.9) whose mean happens to be 60 % above the sample's:
+    noise a mean of so few such tasks often shows; the cluster's ratio moves by a few percent."""
+    shared = _shared(1.2, n=40)
+    mean = shared.mean_s("a")
+    rng = np.random.default_rng(11)
+    values = rng.lognormal(0.0, 1.2, 12)
+    for runtime in values / values.mean() * 1.6 * mean:
+        shared.add_finished("a", runtime)
+    shared.refit({})
+    assert 1.0 < shared.correction("a") < 1.1
+
+
+def test_a_task_running_on_any_cluster_counts_in_every_cluster_s_mean():
+    """A task that has run on c twice as long as the longest sampled task (on c's scale) counts by
+    its elapsed time in every cluster's T_i, b's too, on b's scale."""
+    shared = _shared(0.3, n=20)
+    alone = shared.stats("b", {})
+    longest = 4 * max(shared.base.sample)
+    with_it = shared.stats("b", {"c": [2 * longest]})
+    assert alone.n_running == 0 and with_it.n_running == 1
+    assert with_it.mean_s > alone.mean_s * 1.03
+    assert shared.stats("c", {"c": [2 * longest]}).mean_s == pytest.approx(
+        with_it.mean_s * 8 * shared.correction("c") / shared.correction("b"))

@@ -39,21 +39,20 @@ machine because another was expected to finish them first.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from ... import core as c
 from ..actions import Cancel
-from ..planning.estimate import RuntimeEstimate
 from .execution import Execution
 
 
 class EndGame:
     """See the module docstring."""
 
-    def __init__(self, core: c.Core, execution: Execution, estimates: Mapping[str, RuntimeEstimate]) -> None:
+    def __init__(self, core: c.Core, execution: Execution, mean_s: Callable[[str], float | None]) -> None:
         self.core = core  # the machines and the bag
         self.execution = execution  # paid time and the budget
-        self.estimates = estimates  # the policy's, filled when sampling ends
+        self.mean_s = mean_s  # a cluster's mean runtime (the policy's; None until sampling ends)
         self._copies: dict[int, dict[str, tuple[int, float]]] = {}  # task -> machine -> (attempt, started)
         self._copy_of: dict[str, int] = {}  # machine -> the copied task it runs
         self.copies_started = 0
@@ -75,8 +74,8 @@ class EndGame:
         return task
 
     def _mean_of(self, cluster: str) -> float:
-        estimate = self.estimates.get(cluster)
-        return estimate.mean_s if estimate is not None else math.inf
+        mean = self.mean_s(cluster)
+        return mean if mean is not None else math.inf
 
     def _free_at(self, m: c.Machine, now: float) -> float:
         """When ``m`` is expected to have a slot free (now if one is)."""

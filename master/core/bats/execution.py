@@ -111,6 +111,7 @@ class Planning(Protocol):
     def _machines_up(self, now: float) -> list[tuple[c.Machine, float]]: ...
     def _paid_left(self, now: float, up: list[tuple[c.Machine, float]] | None = None) -> dict[str, list[float]]: ...
     def _boot_times(self) -> dict[str, float]: ...
+    def mean_s(self, cluster: str) -> float | None: ...
     def _shapes(self) -> Mapping[str, np.ndarray]: ...
     def _ready_in(self, now: float, up: list[tuple[c.Machine, float]] | None = None) -> dict[str, list[float]]: ...
     def _sampling_not_budgeted(self) -> float: ...
@@ -383,13 +384,14 @@ class Execution:
         billing = self.billings[m.cluster]
         if m.running_since is None or (self._horizons[m.cluster] <= 0 and billing.atu_s > SHORT_ATU_S):
             return False
-        estimates = self.policy.estimates
-        own = estimates.get(m.cluster)
-        if own is None or own.mean_s <= 0:
+        mean_s = self.policy.mean_s
+        own = mean_s(m.cluster)
+        if own is None or own <= 0:
             return False
         # the plan's cheapest cost of a second of this machine's work
-        rerun = min((self.billings[k].price / self.billings[k].atu_s * estimates[k].mean_s / own.mean_s
-                     for k, n in self.config.items() if n > 0 and k in estimates and k != m.cluster), default=math.inf)
+        rerun = min((self.billings[k].price / self.billings[k].atu_s * mean / own
+                     for k, n in self.config.items() if n > 0 and k != m.cluster and (mean := mean_s(k)) is not None),
+                    default=math.inf)
         if not math.isfinite(rerun):
             return True  # no other cluster to run it again on
         elapsed = max(0.0, now - m.running_since)
@@ -410,11 +412,10 @@ class Execution:
         """Before a task that would carry ``machine`` past its edge is handed out: does the budget
         pay its next ATU? If not, mark it now (it then gets only tasks that end in paid time)
         instead of finding out at the edge and cutting the task off."""
-        estimate = self.policy.estimates.get(machine.cluster)
-        if self.budget is None or estimate is None or machine.state is not c.MachineState.UP:
+        mean = self.policy.mean_s(machine.cluster)
+        if self.budget is None or mean is None or machine.state is not c.MachineState.UP:
             return []
         now = self.core._now
-        mean = estimate.mean_s
         if now + machine.rounds_to_end() * mean <= self.edge(machine, now) - self.settings.release_margin_s:
             return []  # it ends in paid time
         if self.kept_by_budget(machine.id, now):
@@ -426,10 +427,9 @@ class Execution:
         before it is let go."""
         if machine.release_at is not None and self.core._now >= machine.release_at - 1e-9:
             return False  # due: it is let go now
-        estimate = self.policy.estimates.get(machine.cluster)
-        if estimate is None or machine.release_at is None:
+        mean = self.policy.mean_s(machine.cluster)
+        if mean is None or machine.release_at is None:
             return True
-        mean = estimate.mean_s
         return self.core._now + machine.rounds_to_end() * mean <= machine.release_at
 
     def hard_release(self, m: c.Machine) -> float:
@@ -543,9 +543,9 @@ class Execution:
         clusters (by their mean runtime) are dropped first."""
         free = self._tasks_not_started()
         added = {name: n - self._kept_or_asked(name) for name, n in new.items() if n > self._kept_or_asked(name)}
-        estimates = self.policy.estimates
+        mean_s = self.policy.mean_s
         keep = dict(new)
-        for name in sorted(added, key=lambda k: estimates[k].mean_s if k in estimates else math.inf):
+        for name in sorted(added, key=lambda k: mean if (mean := mean_s(k)) is not None else math.inf):
             slots = max(1, self.core.cluster_slots.get(name, 1))
             useful = min(added[name], math.ceil(free / slots))
             keep[name] = new[name] - added[name] + useful

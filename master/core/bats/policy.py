@@ -79,6 +79,8 @@ from ..planning.clusters import SHORT_ATU_S
 from ..planning.estimate import (
     REPLICATED_TASKS,
     RuntimeEstimate,
+    RuntimeStats,
+    SharedEstimate,
     one_sided_z,
     sample_size,
     sorted_quantiles,
@@ -182,13 +184,14 @@ class BatsCore(c.Core):
         self.sampling_work = 0.0  # what sampling paid for the results it recorded: the bag's work
         self._cut_censored: dict[str, list[float]] = {}  # per cluster, "> t" of the copies the close stopped
         # the plan
-        self.estimates: dict[str, RuntimeEstimate] = {}
+        self.estimates: dict[str, RuntimeEstimate] = {}  # each cluster's own (its sample, the tasks it ran)
+        self.shared: SharedEstimate | None = None  # the means planned with: one average over every cluster
         self.options: list[Option] = []
         self.tasks_at_plan: int | None = None
         self.plan_estimates: dict[str, tuple[float, float]] = {}  # (mean_s, sd_s) the options used
         self.sampling_cost: float | None = None
         self.execution = Execution(self, self, settings)  # the money, the plan and the budget ceiling
-        self.endgame = EndGame(self, self.execution, self.estimates)  # the end of the bag
+        self.endgame = EndGame(self, self.execution, self.mean_s)  # the end of the bag
         self._extra: list[c.Action] = []  # actions decided while handing out a task
         self.killed = 0  # running tasks cut off by a release
         self.killed_paid_s = 0.0  # the paid seconds they had run
@@ -367,6 +370,8 @@ class BatsCore(c.Core):
         estimate = self.estimates.get(machine.cluster)
         if estimate is not None:
             estimate.add_finished(runtime)
+        if self.shared is not None:
+            self.shared.add_finished(machine.cluster, runtime)
         if task in self.sample.replicas:
             self.sample.replica_runtime[task][machine.cluster] = runtime
             last = self.sample.close_copy(task)
@@ -497,6 +502,10 @@ class BatsCore(c.Core):
             # the long tasks still running weighed in and the short ones already done did not)
             for runtime in self._unsampled.get(name, ()):
                 self.estimates[name].add_finished(runtime)
+        self.shared = SharedEstimate(samples)
+        for name, runtimes in self._unsampled.items():
+            for runtime in runtimes:
+                self.shared.add_finished(name, runtime)
         self.execution.tail = TailEstimates.from_samples(samples)
         self.sampling_cost = self.spent(now)
         self._late_requests = {name: n for name, n in self._requested.items() if n}
@@ -533,8 +542,22 @@ class BatsCore(c.Core):
         """Every active cluster's complete sample set (§2.2), regression through the base cluster."""
         return self.sample.complete_sets(self._active)
 
-    def _stats(self, cluster: str, now: float):
-        return self.estimates[cluster].stats(self._seen_running(cluster, now))
+    def _stats(self, cluster: str, now: float) -> RuntimeStats:
+        """``cluster``'s T_i and spread now: the shared average's (see :class:`SharedEstimate`), every
+        cluster's tasks running counted; a cluster outside it, its own."""
+        shared = self.shared
+        if shared is None or cluster not in shared.ratio:
+            return self.estimates[cluster].stats(self._seen_running(cluster, now))
+        return shared.stats(cluster, {name: self._seen_running(name, now) for name in shared.ratio})
+
+    def mean_s(self, cluster: str) -> float | None:
+        """``cluster``'s T_i of the tasks done (the hand-out asks it per task: no running task
+        counted), None before there are estimates."""
+        shared = self.shared
+        if shared is not None and cluster in shared.ratio:
+            return shared.mean_s(cluster)
+        estimate = self.estimates.get(cluster)
+        return estimate.mean_s if estimate is not None else None
 
     def _seen_running(self, cluster: str, now: float) -> list[float]:
         """What the estimates and the odds count as lasting at least so long: the tasks running on the
@@ -614,20 +637,14 @@ class BatsCore(c.Core):
         return next((o for o in self.options if _configuration(o.machines) == key), row)
 
     def odds_model(self, now: float) -> tuple[RuntimeModel, dict[str, float]] | None:
-        """What the odds resample (:mod:`..planning.odds`): every runtime seen, on the first
-        cluster's scale by the clusters' mean ratios, and the tasks running as lower bounds."""
-        names = list(self.estimates)
-        if not names:
+        """What the odds resample (:mod:`..planning.odds`): every runtime seen, on the shared
+        average's scale (:class:`SharedEstimate`), and the tasks running as lower bounds."""
+        shared = self.shared
+        if shared is None:
             return None
-        means = {name: max(MIN_MEAN_S, self._stats(name, now).mean_s) for name in names}
-        ratio = {name: means[name] / means[names[0]] for name in names}
-        observed = [np.asarray(self.estimates[names[0]].sample, dtype=float)]
-        censored = []
-        for name in names:  # each sorted, and a ratio keeps the order: the runs merge, nothing is sorted anew
-            observed.append(self.estimates[name].finished_sorted() / ratio[name])
-            censored.append(np.asarray(self._seen_running(name, now), dtype=float) / ratio[name])
-        seen = np.concatenate(observed)
-        seen.sort(kind="stable")
+        ratio = {name: shared.scale(name) for name in shared.ratio}
+        seen = shared.seen()
+        censored = [np.asarray(self._seen_running(name, now), dtype=float) / r for name, r in ratio.items()]
         try:
             return RuntimeModel.of(seen, np.concatenate(censored), presorted=True), ratio
         except ValueError:

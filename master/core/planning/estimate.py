@@ -66,6 +66,7 @@ from ..billing import EPS as _EPS
 REPLICATED_TASKS = 7  # n_lr: tasks replicated on every cluster for the regression (§2.2)
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_ERROR = 0.25
+RATIO_TRUST = 0.15  # how far (relative sd) a sampled speed ratio is trusted: see SharedEstimate
 
 
 # ---------------------------------------------------------------- sample size (§2.1)
@@ -274,6 +275,10 @@ class RuntimeEstimate:
             self._finished_sorted = merged
         return self._finished_sorted
 
+    def moments(self) -> tuple[int, float, float]:
+        """(n, mean, M2) of the done runtimes (M2: the sum of squared deviations)."""
+        return self._n_done, self._mean_done, self._m2_done
+
     def _add_done(self, value: float) -> None:
         self._n_done += 1
         delta = value - self._mean_done
@@ -316,6 +321,182 @@ class RuntimeEstimate:
             m2 = self._m2_done + m2_run + delta * delta * self._n_done * n_run / n
         sd = math.sqrt(max(m2, 0.0) / (n - 1)) if n > 1 else 0.0
         return RuntimeStats(mean_s=mean, sd_s=sd, n_done=self._n_done, n_running=n_run)
+
+
+class SharedEstimate:
+    """Every cluster's T_i from one average over the whole bag, each cluster's speed learned apart.
+
+    Why (an extension of §2.1, which keeps one average per cluster). Once the execution runs, a
+    cluster's own average learns only from the tasks that cluster ran: one that ran the bag's long
+    tasks looks slow, one that ran none keeps the sample's view. A re-plan of a run short of money
+    then moved it from the cluster cheapest per task to a dearer one whose mean nothing had
+    corrected (a wide bag billed per minute spent its cushion there and ended 504 tasks short).
+    The tasks are drawn at random from one bag on every cluster, so what any cluster learns about
+    the *bag* holds for all of them; what is the cluster's own is its *speed*.
+
+    How. Every runtime is put on the first cluster's scale by the speed ratio the sample measured
+    (each cluster's complete sample set's mean over the first's: the same tasks translated, §2.2),
+    and by a correction ``g`` of that ratio the cluster's own tasks earn: the mean of its tasks
+    against the mean of all the others (the sample's and the other clusters', each on its
+    corrected scale), shrunk towards 1 by how much two means of so many tasks of this bag can
+    differ by chance, ``log g = w log(own / rest)`` with ``w = t^2 / (t^2 + cv^2 (1/n + 1/n_rest))``
+    and t = ``RATIO_TRUST``: a precision-weighted mean of a prior that trusts the sampled ratio
+    to t and of the evidence, whose relative variance is that of the two means; cv is the spread
+    *within* each cluster's tasks, as an analysis of variance takes it, so that a cluster's
+    slowdown does not pass for the bag's noise. A dozen tasks of a wide bag (cv 1.9) move a
+    ratio by a percent or two, and a sample of 30 that was low moves the bag's mean, not the
+    speed of the one cluster running; a cluster whose tasks of a tight bag all take four times
+    the sampled runtime is four times slower after a few. The shared mean counts each task by its
+    corrected ratio, so a cluster that turned slow does not make the others look slow (a fixed
+    point, a few rounds). The corrections are refitted whenever the estimates are asked with the
+    tasks running (every plan and check); the hand-out's mean per task uses the last ones.
+    Cluster k's T_i is then ``ratio_k * g_k`` times the shared mean; a task running anywhere counts
+    in it by the sample's tail rule, on its own cluster's scale. Its confidence bound counts the
+    runtimes k itself measured (the sample's and its own tasks): the other clusters' tasks tell
+    the bag's mean, not k's speed, and a bound over every task done priced a cluster that had
+    run nothing since the sample as if it were known to the percent.
+    """
+
+    ROUNDS = 50  # fixed-point rounds at most (they stop once no correction moves by TOLERANCE)
+    TOLERANCE = 1e-9
+
+    def __init__(self, samples: Mapping[str, Sequence[float]]) -> None:
+        names = [name for name, values in samples.items() if len(values)]
+        if not names:
+            raise ValueError("no complete sample set to share")
+        means = {name: math.fsum(samples[name]) / len(samples[name]) for name in names}
+        first = means[names[0]]
+        self.ratio = {name: (mean / first if first > 0.0 and mean > 0.0 else 1.0) for name, mean in means.items()}
+        self.base = RuntimeEstimate(samples[names[0]])  # the sample on the common scale: its tail and moments
+        self._own = {name: RuntimeEstimate() for name in names}  # each cluster's other tasks, on the common scale
+        self._g = dict.fromkeys(names, 1.0)  # the corrections of the last refit
+        self._refit_for: tuple | None = None  # what the last refit saw
+        self._done: tuple[float, float, int] | None = None  # (mean, M2, n) of the runtimes done, corrected
+        self._common: tuple[tuple, float, float, int] | None = None  # (refit key, mean, sd, running) on the common scale
+
+    def add_finished(self, cluster: str, runtime: float) -> None:
+        """A task that ended on ``cluster``."""
+        ratio = self.ratio.get(cluster)
+        if ratio is not None:
+            self._own[cluster].add_finished(_runtime(runtime) / ratio)
+            self._done = None
+
+    def correction(self, cluster: str) -> float:
+        """g: how much slower (> 1) ``cluster`` has turned out than its sampled ratio says (as of
+        the last :meth:`stats`, which refits it)."""
+        return self._g.get(cluster, 1.0)
+
+    def scale(self, cluster: str) -> float:
+        """From the common scale to ``cluster``'s: its ratio times its correction."""
+        return self.ratio[cluster] * self._g.get(cluster, 1.0)
+
+    def mean_s(self, cluster: str) -> float:
+        """``cluster``'s T_i of the runtimes done (no running task counted; the hand-out asks it per
+        task, so the corrections are the last refit's)."""
+        return self._moments()[0] * self.scale(cluster)
+
+    def stats(self, cluster: str, running: Mapping[str, Iterable[float]]) -> RuntimeStats:
+        """``cluster``'s T_i and spread, given the elapsed times of the tasks running on every
+        cluster; the corrections are refitted first (:meth:`refit`)."""
+        lists = {name: [float(e) for e in values] for name, values in running.items() if name in self.ratio}
+        key = self.refit(lists)
+        if self._common is None or self._common[0] != key:  # asked per cluster, the same for all of them
+            mean, m2, n = self._moments()
+            taus = [self.base.tail_estimate(elapsed / self.scale(name)) for name, values in lists.items()
+                    for elapsed in values]
+            n_run = len(taus)
+            if taus:
+                mean_run = math.fsum(taus) / n_run
+                m2_run = math.fsum((t - mean_run) ** 2 for t in taus)
+                mean, m2 = _combined(n, mean, m2, n_run, mean_run, m2_run)
+            total = n + n_run
+            self._common = (key, mean, math.sqrt(max(m2, 0.0) / (total - 1)) if total > 1 else 0.0, n_run)
+        _key, mean, sd, n_run = self._common
+        scale = self.scale(cluster)
+        # the confidence of the cluster's mean is the count *it* measured (its ratio is known no better
+        # than that): the sample's tasks (each measured or translated there) and its own since
+        measured = self.base.n_done + self._own[cluster].n_done
+        return RuntimeStats(mean * scale, sd * scale, measured, n_run)
+
+    def seen(self) -> np.ndarray:
+        """Every runtime done (the sample's and the others'), on the common scale, sorted."""
+        parts = [np.asarray(self.base.sample, dtype=float)]
+        parts += [own.finished_sorted() / self._g[name] for name, own in self._own.items() if own.n_done]
+        seen = np.concatenate(parts)
+        seen.sort(kind="stable")  # sorted runs: merged
+        return seen
+
+    def refit(self, running: Mapping[str, Sequence[float]]) -> tuple:
+        """The corrections, from each cluster's tasks done and running (a running task by the sample's
+        tail rule, as T_i counts it: the tasks a cluster has ended so far are its short ones, and
+        without the long ones still running a cluster just started looked fast). Returns what it
+        was fitted to (the same key: nothing to do)."""
+        key = (sum(e.n_done for e in self._own.values()), tuple((name, tuple(v)) for name, v in running.items()))
+        if key == self._refit_for:
+            return key
+        self._refit_for = key
+        n0, mean0, m2_0 = self.base.moments()
+        evidence: dict[str, tuple[int, float, float]] = {}
+        for name, own in self._own.items():
+            n_k, mean_k, m2_k = own.moments()
+            taus = [self.base.tail_estimate(e / self.ratio[name]) for e in running.get(name, ())]
+            if taus:
+                n_t, mean_t = len(taus), math.fsum(taus) / len(taus)
+                mean_k, m2_k = _combined(n_k, mean_k, m2_k, n_t, mean_t, math.fsum((t - mean_t) ** 2 for t in taus))
+                n_k += n_t
+            if n_k:
+                evidence[name] = (n_k, mean_k, m2_k)
+        g = dict.fromkeys(self._own, 1.0)
+        for _ in range(self.ROUNDS if evidence else 0):
+            mean, m2, n = mean0, m2_0, n0
+            for name, (n_k, mean_k, m2_k) in evidence.items():
+                mean, m2 = _combined(n, mean, m2, n_k, mean_k / g[name], m2_k / g[name] ** 2)
+                n += n_k
+            if mean <= 0.0:
+                break
+            # the spread within each cluster's tasks (and the sample's): what the clusters' means differ
+            # by is what is tested here, not noise
+            within = m2_0 + sum(m2_k / g[name] ** 2 for name, (_n, _mean, m2_k) in evidence.items())
+            cv2 = (within / max(1, n - 1 - len(evidence))) / (mean * mean)
+            moved = 0.0
+            for name, (n_k, mean_k, _m2) in evidence.items():
+                n_rest = n - n_k  # the sample's tasks and the other clusters', each on its corrected scale
+                rest = (n * mean - n_k * mean_k / g[name]) / n_rest if n_rest else 0.0
+                if mean_k <= 0.0 or rest <= 0.0:
+                    continue
+                weight = RATIO_TRUST**2 / (RATIO_TRUST**2 + cv2 * (1.0 / n_k + 1.0 / n_rest))
+                was, g[name] = g[name], math.exp(weight * math.log(mean_k / rest))
+                moved = max(moved, abs(g[name] - was))
+            if moved <= self.TOLERANCE:
+                break
+        self._g, self._done = g, None
+        return key
+
+    def _moments(self) -> tuple[float, float, int]:
+        """(mean, M2, n) of the runtimes done, each on its cluster's corrected scale; M2 within each
+        cluster's tasks and the sample's (what the clusters' means still differ by after the
+        corrections is their speed's, not the bag's spread)."""
+        if self._done is None:
+            n, mean, m2 = self.base.moments()
+            for name, own in self._own.items():
+                n_k, mean_k, m2_k = own.moments()
+                g = self._g[name]
+                mean = (n * mean + n_k * mean_k / g) / (n + n_k) if n + n_k else mean
+                m2 += m2_k / (g * g)
+                n += n_k
+            self._done = (mean, m2, n)
+        return self._done
+
+
+def _combined(n_a: int, mean_a: float, m2_a: float, n_b: int, mean_b: float, m2_b: float) -> tuple[float, float]:
+    """Chan et al.'s pairwise combination of two (count, mean, M2) summaries: the mean and M2."""
+    n = n_a + n_b
+    if n_b == 0:
+        return mean_a, m2_a
+    if n_a == 0:
+        return mean_b, m2_b
+    delta = mean_b - mean_a
+    return mean_a + delta * n_b / n, m2_a + m2_b + delta * delta * n_a * n_b / n
 
 
 def _runtime(value: float) -> float:

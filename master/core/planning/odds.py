@@ -7,8 +7,8 @@ run has seen, and the option states P50 and P90 of the makespan, P50 and P99 of 
 caller passes, no clock.
 
 **What the runtimes are drawn from** (:class:`RuntimeModel`). Every runtime the run has measured,
-on any cluster, is put on one scale by the clusters' speed ratios (each cluster's mean over the
-reference cluster's, as :mod:`.estimate`'s averages give them): ``observed`` are whole runtimes
+on any cluster, is put on one scale by the clusters' speed ratios (the sampled ratios with the
+corrections each cluster's own tasks earned, :class:`~.estimate.SharedEstimate`): ``observed`` are whole runtimes
 (the sample, the tasks done), ``censored`` the elapsed times of tasks still running (a task that
 has run 40 minutes takes at least that). Each replay then
 
