@@ -124,6 +124,7 @@ class Machine:
     started: list[float] = field(default_factory=list)  # when each running task started, oldest first
     release_at: float | None = None  # marked for release: let go at this time (a budget policy sets it)
     worked_until: float | None = None  # when its last task ended or was stopped (None: none yet)
+    first_price: float | None = None  # its first ATU's price: the one the core knew when it came (see machine_cost)
     tally: FreeSlots | None = field(default=None, repr=False, compare=False)  # None once gone
 
     def join(self, tally: FreeSlots) -> None:
@@ -363,13 +364,20 @@ class Core:
                 if m.state is not MachineState.GONE and (cluster is None or m.cluster == cluster)]
 
     def machine_cost(self, machine: Machine, now: float) -> tuple[int, float]:
-        """ATUs begun and their money; each ATU costs the price when it begins (spot prices move)."""
+        """ATUs begun and their money; each ATU costs the price when it begins (spot prices move).
+        A machine's first ATU costs the price the core knew when the machine came: a price change
+        heard at that same instant, after the acquisition its reservation was made for, applies
+        from its next ATU (two spikes at one instant re-planned onto the second cluster at its old
+        price, and the money reserved for those machines fell short of what they were charged)."""
         cluster = self.clusters[machine.cluster]
         atus = atus_begun(machine.uptime(now), cluster.atu_s, cluster.min_charge_s)
         changes = self._price_log.get(machine.cluster)
         if changes is None:
             return atus, atus * cluster.price
-        return atus, charged(machine.acquired_at, atus, cluster.atu_s, cluster.price, *changes)
+        money = charged(machine.acquired_at, atus, cluster.atu_s, cluster.price, *changes)
+        if atus and machine.first_price is not None:
+            money += machine.first_price - charged(machine.acquired_at, 1, cluster.atu_s, cluster.price, *changes)
+        return atus, money
 
     def idle_atus(self, machine: Machine, now: float, atus: int) -> int:
         """Of the ``atus`` a machine has paid, those begun after its last task ended: paid for
@@ -458,7 +466,8 @@ class Core:
     def _on_machine_acquired(self, ev: MachineAcquired) -> list[Action]:
         self._requested[ev.cluster] = max(0, self._requested[ev.cluster] - 1)
         machine = self.machines[ev.machine] = Machine(id=ev.machine, cluster=ev.cluster, acquired_at=ev.now,
-                                                      slots=self.cluster_slots[ev.cluster])
+                                                      slots=self.cluster_slots[ev.cluster],
+                                                      first_price=self.prices[ev.cluster])
         machine.join(self._free)
         self._live += 1
         return []

@@ -42,6 +42,19 @@ def test_property_budget_holds_under_price_spikes_after_the_options(clusters, ta
     check_budget(clusters, tasks, spec, how, faults, spikes, seed)
 
 
+def test_two_spikes_at_one_instant_do_not_charge_the_machines_a_re_plan_acquired_between_them():
+    """The example the property above found: at t=3600 both clusters' prices rise. The first
+    change re-plans onto more machines of the hourly cluster, acquired at the price the core knew;
+    the second, heard a moment later at the same instant, charged their first ATU three times that,
+    and the run spent 0.001 of 0.0004 + cushion 0.0004. Their first ATU now costs the price they
+    were acquired at; the new price applies from their next ATU."""
+    clusters = [{"max": 3, "price": 0.0001, "atu_s": 1.0, "speed": 1.0, "startup": 90.0},
+                {"max": 7, "price": 0.0001, "atu_s": 3600.0, "speed": 2.0, "startup": 0.0}]
+    faults = SimFaults(boot_fail_rate=0.3, loss_rate=0.0, loss_within_s=60.0, seed=65536)
+    check_budget(clusters, 92, "levy:3m,50m", ("schedule", "cheapest", True), faults,
+                 [(3600.0, 1.5, None), (3600.0, 3.0, None), None], 3930820462)
+
+
 def test_faults_do_happen_and_are_replayable():
     cfg = sim_config([{"max": 8, "price": 0.25, "atu_s": 300.0, "speed": 1.0, "startup": 5.0}], None)
     faults = SimFaults(boot_fail_rate=0.2, loss_rate=0.3, loss_within_s=1800.0, seed=3)
