@@ -502,10 +502,11 @@ class BatsCore(c.Core):
             # the long tasks still running weighed in and the short ones already done did not)
             for runtime in self._unsampled.get(name, ()):
                 self.estimates[name].add_finished(runtime)
-        self.shared = SharedEstimate(samples)
-        for name, runtimes in self._unsampled.items():
-            for runtime in runtimes:
-                self.shared.add_finished(name, runtime)
+        if any(samples.values()):  # else nothing was measured, and the plan that follows says so
+            self.shared = SharedEstimate(samples)
+            for name, runtimes in self._unsampled.items():
+                for runtime in runtimes:
+                    self.shared.add_finished(name, runtime)
         self.execution.tail = TailEstimates.from_samples(samples)
         self.sampling_cost = self.spent(now)
         self._late_requests = {name: n for name, n in self._requested.items() if n}
