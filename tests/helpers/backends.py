@@ -96,8 +96,9 @@ def up(name: str, root: Path, same_port: bool = False) -> Iterator[Backend]:
             for proc in backend.workers():
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
-            if name == "sge":  # and let Grid Engine see those jobs end before it may be stopped
-                wait_for(lambda: cluster not in _sh_out("qstat", "-xml"), 30, "the jobs to end")
+            if name == "sge":  # and let Grid Engine see those jobs end before it may be stopped (its execd
+                # reports them in its own time: on a loaded 2-core machine a resumed run's jobs took over 30 s)
+                wait_for(lambda: cluster not in _sh_out("qstat", "-xml"), 90, "the jobs to end")
 
 
 def _sh_out(*argv: str) -> str:
