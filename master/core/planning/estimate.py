@@ -405,11 +405,7 @@ class SharedEstimate:
             taus = [self.base.tail_estimate(elapsed / self.scale(name)) for name, values in lists.items()
                     for elapsed in values]
             n_run = len(taus)
-            if taus:
-                mean_run = math.fsum(taus) / n_run
-                m2_run = math.fsum((t - mean_run) ** 2 for t in taus)
-                mean, m2 = _combined(n, mean, m2, n_run, mean_run, m2_run)
-            total = n + n_run
+            total, mean, m2 = _with_values(n, mean, m2, taus)
             self._common = (key, mean, math.sqrt(max(m2, 0.0) / (total - 1)) if total > 1 else 0.0, n_run)
         _key, mean, sd, n_run = self._common
         scale = self.scale(cluster)
@@ -440,10 +436,7 @@ class SharedEstimate:
         for name, own in self._own.items():
             n_k, mean_k, m2_k = own.moments()
             taus = [self.base.tail_estimate(e / self.ratio[name]) for e in running.get(name, ())]
-            if taus:
-                n_t, mean_t = len(taus), math.fsum(taus) / len(taus)
-                mean_k, m2_k = _combined(n_k, mean_k, m2_k, n_t, mean_t, math.fsum((t - mean_t) ** 2 for t in taus))
-                n_k += n_t
+            n_k, mean_k, m2_k = _with_values(n_k, mean_k, m2_k, taus)
             if n_k:
                 evidence[name] = (n_k, mean_k, m2_k)
         g = dict.fromkeys(self._own, 1.0)
@@ -486,6 +479,16 @@ class SharedEstimate:
                 n += n_k
             self._done = (mean, m2, n)
         return self._done
+
+
+def _with_values(n: int, mean: float, m2: float, values: Sequence[float]) -> tuple[int, float, float]:
+    """A (count, mean, M2) summary with ``values`` added to it."""
+    if not values:
+        return n, mean, m2
+    n_b = len(values)
+    mean_b = math.fsum(values) / n_b
+    mean, m2 = _combined(n, mean, m2, n_b, mean_b, math.fsum((v - mean_b) ** 2 for v in values))
+    return n + n_b, mean, m2
 
 
 def _combined(n_a: int, mean_a: float, m2_a: float, n_b: int, mean_b: float, m2_b: float) -> tuple[float, float]:
