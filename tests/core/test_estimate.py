@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bats.master.core.bats.sampling import Sample
 from bats.master.core.planning import estimate as e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +100,28 @@ def test_regression_errors_are_clear():
         e.fit_regression([1.0, 2.0], [1.0])
     with pytest.raises(ValueError, match="slope is 0"):
         e.Regression(3.0, 0.0).to_base(3.0)
+
+
+def test_an_undetermined_fit_takes_the_speed_ratio_from_the_same_tasks_on_both_clusters():
+    """Replicated copies all equal (no slope) on a cluster that ran only them, while the base also
+    ran the sample's long tasks: the ratio is of the copies, not of everything each cluster saw
+    (that made the late cluster look 4.6 times faster than it is)."""
+    sample = Sample(["base", "late"])
+    for task in range(7):
+        sample.replicate(task)
+        sample.replica_runtime[task] = {"base": 0.32, "late": 0.64}
+    for task, runtime in enumerate([0.32] * 20 + [4.9, 10.0, 10.2, 14.3], start=100):
+        sample.record(task, "base", runtime)
+    sets = sample.complete_sets(["base", "late"])
+    assert sample.regression("base", "late", {"base": [0.32] * 7, "late": [0.64] * 7},
+                             {"base": sample.runtime["base"], "late": []}) == e.Regression(0.0, 2.0)
+    assert statistics.fmean(sets["late"]) == pytest.approx(2.0 * statistics.fmean(sets["base"]))
+    # no pair at all: the means of what each ran are all there is
+    lone = Sample(["base", "late"])
+    lone.record(1, "base", 2.0)
+    lone.record(2, "late", 3.0)
+    assert lone.regression("base", "late", {"base": [], "late": []},
+                           {"base": [2.0], "late": [3.0]}) == e.Regression(0.0, 1.5)
 
 
 def test_relative_to_composes_two_base_fits():

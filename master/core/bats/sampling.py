@@ -61,7 +61,7 @@ money (boots, minimum charges, the copies that only measure, idle time) is what 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..planning.clusters import SHORT_ATU_S
@@ -202,7 +202,14 @@ class Sample:
                    observed: Mapping[str, list[float]]) -> Regression:
         """t_other from t_base by least squares over the replicated pairs; when the fit is
         undetermined (fewer than 2 pairs, all base runtimes equal) or not increasing, the ratio
-        of the mean runtimes seen on each cluster (beta0 = 0)."""
+        of the mean runtimes (beta0 = 0) of the same tasks on both clusters, the replicated pairs;
+        only without a pair, of every task each cluster ran.
+
+        The pairs first: the tasks each cluster ran apart are different tasks. A cluster that boots
+        late may run only the replicated copies (a handful of short tasks, all equal) while the
+        base also ran the sample's long ones; the means of everything seen then made it look
+        several times faster than it is (a heavy bag billed per second planned its cheapest option
+        on such a cluster at a fifth of its true runtime)."""
         pairs = [(r[base], r[other]) for r in (self.replica_runtime[t] for t in self.order)
                  if base in r and other in r]
         try:
@@ -211,10 +218,17 @@ class Sample:
                 return fit
         except ValueError:
             pass
-        seen_base = replicated[base] + observed[base]
-        seen_other = replicated[other] + observed[other]
-        mean_base = sum(seen_base) / len(seen_base) if seen_base else 0.0
-        mean_other = sum(seen_other) / len(seen_other) if seen_other else 0.0
-        if mean_base <= 0 or mean_other <= 0:
-            return Regression(0.0, 1.0)
-        return Regression(0.0, mean_other / mean_base)
+        if pairs:
+            ratio = _ratio([p[1] for p in pairs], [p[0] for p in pairs])
+            if ratio is not None:
+                return Regression(0.0, ratio)
+        ratio = _ratio(replicated[other] + observed[other], replicated[base] + observed[base])
+        return Regression(0.0, 1.0 if ratio is None else ratio)
+
+
+def _ratio(other: Sequence[float], base: Sequence[float]) -> float | None:
+    """mean(other) / mean(base), None when either is empty or not positive."""
+    if not other or not base:
+        return None
+    mean_base, mean_other = math.fsum(base) / len(base), math.fsum(other) / len(other)
+    return mean_other / mean_base if mean_base > 0 and mean_other > 0 else None
