@@ -98,7 +98,7 @@ def test_the_options_plan_each_mean_at_its_one_sided_bound_and_the_cushion_price
     sim = planned("levy:12m,45m", 5)
     core = sim.core
     assert isinstance(core, BatsCore) and core.settings.plan_confidence == 0.6
-    z_plan, z_upper = one_sided_z(0.6), one_sided_z(0.995)
+    z_plan, z_upper = one_sided_z(0.6), one_sided_z(0.975)  # the cushion's floor: two-sided 95 %
     for name, (mean, _sd) in core.plan_estimates.items():
         stats, _paper = sim.at_offer[name]
         assert mean == pytest.approx(stats.mean_s + z_plan * stats.sd_s / math.sqrt(stats.n_done))

@@ -814,8 +814,8 @@ class BatsCore(c.Core):
         """The planner with every cluster's mean at the upper end of its confidence interval: what
         the options cost if the tasks take longer than the sample said. Until the execution, the
         same bound of §2.1's average counts when higher (see the module docstring)."""
-        z = z_value(self.settings.error_confidence)
-        means = self._upper_means(self._now)
+        z = z_value(self.settings.cushion_confidence)
+        means = self._bound_means(self._now, z)
         if self.phase != EXECUTING:
             for name, estimate in self._sample_estimates.items():
                 means[name] = max(means.get(name, MIN_MEAN_S), estimate.stats(self._seen_running(name, self._now)).bound(z, MIN_MEAN_S))

@@ -33,11 +33,16 @@ class BatsSettings:
     budget: float | None = None  # given up front: implicit sampling, the budget covers everything
     cushion_accepted: bool = False  # with an up-front budget: may spend the rounding cushion too
     max_raise: float = DEFAULT_MAX_RAISE
-    # the cushion's room for the estimate's own error: each cluster's mean is taken at the upper
+    # a re-plan's room for the estimate's own error: each cluster's mean is taken at the upper
     # end of this confidence interval (mean + z sd / sqrt(n)); wider than the sample's 0.95 because
     # a sample of a skewed bag (Lévy, bimodal) underestimates its mean more often than the normal
     # law says (make execution-study)
     error_confidence: float = 0.99
+    # the options' cushion is at least what a row costs at the upper ends of these intervals (a
+    # floor under the P99 cost of the odds, which carry the skewed bags' missed modes themselves):
+    # 0.99 there, with the odds' weaker mode, left wide bags a wider cushion and tight ones too
+    # little (docs/how-bats-plans.md, step 4)
+    cushion_confidence: float = 0.95
     # the options' means: each cluster's at this one-sided bound, mean + z sd / sqrt(n) (0.5: the
     # mean); above the mean because a sample underestimates a skewed bag's mean more often than
     # not (make execution-study)
