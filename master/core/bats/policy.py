@@ -811,9 +811,9 @@ class BatsCore(c.Core):
         return self._planner(n_tasks, self._bound_means(self._now, one_sided_z(self.settings.plan_confidence)))
 
     def _upper_planner(self, n_tasks: int) -> Planner:
-        """The planner with every cluster's mean at the upper end of its confidence interval: what
-        the options cost if the tasks take longer than the sample said. Until the execution, the
-        same bound of §2.1's average counts when higher (see the module docstring)."""
+        """The planner with every cluster's mean at the upper end of its ``cushion_confidence``
+        interval: what the options cost if the tasks take longer than the sample said. Until the
+        execution, the same bound of §2.1's average counts when higher (see the module docstring)."""
         z = z_value(self.settings.cushion_confidence)
         means = self._bound_means(self._now, z)
         if self.phase != EXECUTING:

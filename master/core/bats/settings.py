@@ -41,7 +41,7 @@ class BatsSettings:
     # the options' cushion is at least what a row costs at the upper ends of these intervals (a
     # floor under the P99 cost of the odds, which carry the skewed bags' missed modes themselves):
     # 0.99 there, with the odds' weaker mode, left wide bags a wider cushion and tight ones too
-    # little (docs/how-bats-plans.md, step 4)
+    # little (docs/how-bats-plans.md, step 2)
     cushion_confidence: float = 0.95
     # the options' means: each cluster's at this one-sided bound, mean + z sd / sqrt(n) (0.5: the
     # mean); above the mean because a sample underestimates a skewed bag's mean more often than
