@@ -694,6 +694,8 @@ class Core:
         for task, attempt in machine.held:
             self._return_task(task, attempt, machine)
         had_tasks = bool(machine.held)
+        if had_tasks:  # its tasks were stopped now: the time up to here was work, not idle (idle_atus)
+            machine.worked_until = self._now
         machine.drop_all()
         machine.wanted = 0
         return self._feed_hungry() if had_tasks else []

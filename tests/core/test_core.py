@@ -438,6 +438,18 @@ def test_the_report_counts_the_atus_a_machine_paid_after_its_last_task():
     assert report["cost"]["idle"] == pytest.approx(5 * 0.5)
 
 
+def test_a_machine_lost_while_running_a_task_paid_its_atus_for_that_task_not_for_nothing():
+    """Its task was stopped at t=130, when the machine went: the 3 ATUs begun by then held a task
+    (the execution study counted such a machine's whole last task as idle money)."""
+    core = make_core(tasks=(1, 2))
+    core.handle(c.RunStarted(0.0))
+    up(core, "m1")
+    core.handle(c.WorkerAsked(0.0, "m1", n=1))
+    core.handle(c.MachineLost(130.0, "m1", "gone"))
+    assert core.machines["m1"].worked_until == 130.0
+    assert core.idle_atus(core.machines["m1"], 200.0, 3) == 0
+
+
 def _run_with_poison(core: c.Core, poison: int, first: list, machines: int = 1) -> list[str]:
     """Drive ``core`` as workers would: a dispatched task ends at once, except ``poison``, whose
     machine is lost when it starts; every lost machine is replaced. Returns the machines lost."""
